@@ -1,0 +1,30 @@
+//! capshim's pure core, shared by the injected shim and the `capshim` CLI.
+//!
+//! Nothing here touches the platform or uses `unsafe`: the shim feeds it the
+//! process environment and the original Metal answers, and applies what it
+//! returns. The same functions let the CLI predict, before anything runs,
+//! what a profile will change.
+//!
+//! - [`family`]: every MTLGPUFamily value, its Apple name and range.
+//! - [`profile`]: the values a profile raises, and their validation.
+//! - [`env`]: the `CAPSHIM_*` / `LUME_METAL_*` environment, parsed fail-closed.
+//! - [`policy`]: the raise-only answer policy.
+//! - [`named`]: named profiles, including the one matched to the host chip.
+//! - [`device`]: a device's capability answers, e.g. the stock paravirtual device.
+//! - [`consumers`]: what llama.cpp and MLX decide from a set of answers.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod consumers;
+pub mod device;
+pub mod env;
+pub mod family;
+pub mod named;
+pub mod number;
+pub mod policy;
+pub mod profile;
+
+pub use env::{Config, ConfigError, LogMode, Outputs, Parsed, Scope};
+pub use family::{FamilyRange, GpuFamily};
+pub use profile::{Profile, ProfileError};
