@@ -1,0 +1,21 @@
+//! One module per subcommand; each is thin and calls into the concept modules.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
+#[derive(Debug, Parser)]
+#[command(name = "capshim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {}
+
+/// Runs the chosen subcommand and returns the process exit code.
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {}
+}

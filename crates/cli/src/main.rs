@@ -1,0 +1,18 @@
+//! `capshim`: run a Metal workload with the capability shim, and see and prove what it did.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = commands::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("capshim: error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
