@@ -1,6 +1,12 @@
 //! `capshim`: run a Metal workload with the capability shim, and see and prove what it did.
 
+#![forbid(unsafe_code)]
+
 mod commands;
+mod device_report;
+mod explain;
+mod platform;
+mod profile_args;
 
 use std::process::ExitCode;
 

@@ -1,5 +1,8 @@
 //! One module per subcommand; each is thin and calls into the concept modules.
 
+mod explain;
+mod profiles;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -13,9 +16,16 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// List the named profiles (stock, apple9-64k, host) with their values and provenance
+    Profiles(profiles::ProfilesArgs),
+    Explain(explain::ExplainArgs),
+}
 
 /// Runs the chosen subcommand and returns the process exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {}
+    match cli.command {
+        Command::Profiles(args) => profiles::execute(args),
+        Command::Explain(args) => explain::execute(args),
+    }
 }
