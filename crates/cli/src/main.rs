@@ -5,6 +5,8 @@
 mod commands;
 mod device_report;
 mod explain;
+mod launch;
+mod macho;
 mod platform;
 mod profile_args;
 

@@ -330,7 +330,13 @@ fn validate(fields: Fields) -> Result<Profile, ProfileArgsError> {
     env::parse(vars)
         .config
         .map(|config| config.profile)
-        .map_err(|e| ProfileArgsError::Refused(e.to_string()))
+        .map_err(|e| match e {
+            // Name the setting as the user gave it, not as the shim's variable.
+            env::ConfigError::OutOfRange { error, .. } => {
+                ProfileArgsError::Refused(format!("--family-max / apple_family_max: {error}"))
+            }
+            other => ProfileArgsError::Refused(other.to_string()),
+        })
 }
 
 impl fmt::Display for Resolved {

@@ -2,6 +2,7 @@
 
 mod explain;
 mod profiles;
+mod run;
 
 use std::process::ExitCode;
 
@@ -20,6 +21,7 @@ enum Command {
     /// List the named profiles (stock, apple9-64k, host) with their values and provenance
     Profiles(profiles::ProfilesArgs),
     Explain(explain::ExplainArgs),
+    Run(run::RunArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -27,5 +29,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Profiles(args) => profiles::execute(args),
         Command::Explain(args) => explain::execute(args),
+        Command::Run(args) => run::execute(args),
     }
 }
