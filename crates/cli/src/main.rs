@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod deploy;
 mod device_report;
 mod explain;
 mod launch;

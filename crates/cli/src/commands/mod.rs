@@ -1,6 +1,8 @@
 //! One module per subcommand; each is thin and calls into the concept modules.
 
+mod agent;
 mod explain;
+mod host;
 mod profiles;
 mod run;
 
@@ -22,6 +24,8 @@ enum Command {
     Profiles(profiles::ProfilesArgs),
     Explain(explain::ExplainArgs),
     Run(run::RunArgs),
+    Agent(agent::AgentArgs),
+    Host(host::HostArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -30,5 +34,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profiles(args) => profiles::execute(args),
         Command::Explain(args) => explain::execute(args),
         Command::Run(args) => run::execute(args),
+        Command::Agent(args) => agent::execute(args),
+        Command::Host(args) => host::execute(args),
     }
 }
