@@ -22,7 +22,7 @@ use crate::platform;
 pub const DEFAULT_PROFILE: &str = "apple9-64k";
 
 /// Profile options, flattened into every command that applies a profile.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 #[command(next_help_heading = "Profile options")]
 pub struct ProfileArgs {
     /// Named profile: stock, apple9-64k (default) or host (see `capshim profiles`)

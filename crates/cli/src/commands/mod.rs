@@ -3,6 +3,7 @@
 mod agent;
 mod explain;
 mod host;
+mod probe;
 mod profiles;
 mod run;
 
@@ -24,6 +25,7 @@ enum Command {
     Profiles(profiles::ProfilesArgs),
     Explain(explain::ExplainArgs),
     Run(run::RunArgs),
+    Probe(probe::ProbeArgs),
     Agent(agent::AgentArgs),
     Host(host::HostArgs),
 }
@@ -34,6 +36,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profiles(args) => profiles::execute(args),
         Command::Explain(args) => explain::execute(args),
         Command::Run(args) => run::execute(args),
+        Command::Probe(args) => probe::execute(args),
         Command::Agent(args) => agent::execute(args),
         Command::Host(args) => host::execute(args),
     }

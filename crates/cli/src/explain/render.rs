@@ -12,7 +12,7 @@ fn yes_no(value: bool) -> &'static str {
 }
 
 /// `12009603072 bytes (11453.25 MiB)`.
-pub(crate) fn bytes(value: u64) -> String {
+pub fn bytes(value: u64) -> String {
     if value >= 1 << 20 {
         format!("{value} bytes ({:.2} MiB)", value as f64 / 1_048_576.0)
     } else {
