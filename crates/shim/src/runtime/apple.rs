@@ -3,26 +3,20 @@
 //! Linked through a small `.tbd` text stub kept in the repository
 //! (`crates/shim/stubs/libobjc.tbd`), because the cross-linker has no macOS SDK.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 
-use super::{Class, Imp, Resolved, Runtime, Sel, Types};
+use super::objc::ObjcRuntime;
+use super::{Class, Imp, Sel, Types};
 
 #[link(name = "objc")]
 unsafe extern "C" {
-    fn objc_lookUpClass(name: *const c_char) -> *mut c_void;
-    fn sel_registerName(name: *const c_char) -> *const c_void;
-    fn class_getInstanceMethod(class: *mut c_void, sel: *const c_void) -> *mut c_void;
-    fn method_getImplementation(method: *mut c_void) -> usize;
-    fn method_getTypeEncoding(method: *mut c_void) -> *const c_char;
     fn class_replaceMethod(
         class: *mut c_void,
         sel: *const c_void,
         imp: usize,
         types: *const c_char,
     ) -> usize;
-    fn class_getName(class: *mut c_void) -> *const c_char;
-    fn class_getSuperclass(class: *mut c_void) -> *mut c_void;
     fn object_getClass(object: *mut c_void) -> *mut c_void;
 }
 
@@ -31,73 +25,14 @@ unsafe extern "C" {
     fn _dyld_register_func_for_add_image(callback: unsafe extern "C" fn(*const c_void, isize));
 }
 
-/// Apple's runtime; a unit struct because all state lives in the runtime itself.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ObjcRuntime;
-
-impl Runtime for ObjcRuntime {
-    fn look_up_class(&self, name: &CStr) -> Option<Class> {
-        // SAFETY: `name` is NUL-terminated; objc_lookUpClass returns nil for unknown classes
-        // and, unlike objc_getClass, never calls a class handler.
-        let class = unsafe { objc_lookUpClass(name.as_ptr()) };
-        (!class.is_null()).then_some(Class(class))
-    }
-
-    fn selector(&self, name: &CStr) -> Sel {
-        // SAFETY: `name` is NUL-terminated; the runtime interns a copy.
-        Sel(unsafe { sel_registerName(name.as_ptr()) })
-    }
-
-    fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
-        // SAFETY: `class` and `sel` came from the runtime; the call searches method lists.
-        let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
-        if method.is_null() {
-            return None;
-        }
-        // SAFETY: `method` is a non-null Method just returned by the runtime, valid while
-        // its class is loaded.
-        let (imp, types) = unsafe {
-            (
-                method_getImplementation(method),
-                method_getTypeEncoding(method),
-            )
-        };
-        let types = Types::from_runtime(types)?;
-        (imp != 0).then_some(Resolved {
-            imp: Imp(imp),
-            types,
-        })
-    }
-
-    fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
-        if imp.0 == 0 {
-            return false;
-        }
-        // SAFETY: `class`/`sel` came from the runtime; `imp` is one of our `extern "C"`
-        // implementations with the signature `types` describes (the encoding of the method
-        // it replaces, owned by the runtime). class_replaceMethod takes the runtime lock and
-        // flushes method caches.
-        unsafe { class_replaceMethod(class.0, sel.0, imp.0, types.as_ptr()) };
-        true
-    }
-
-    fn class_name(&self, class: Class) -> String {
-        // SAFETY: `class` came from the runtime; the name lives as long as the class.
-        let name = unsafe { class_getName(class.0) };
-        if name.is_null() {
-            return String::from("?");
-        }
-        // SAFETY: non-null and NUL-terminated, as above.
-        unsafe { CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    fn superclass(&self, class: Class) -> Option<Class> {
-        // SAFETY: `class` came from the runtime.
-        let superclass = unsafe { class_getSuperclass(class.0) };
-        (!superclass.is_null()).then_some(Class(superclass))
-    }
+/// Makes `class` itself answer `sel` with `imp`; see [`crate::runtime::Runtime::replace`].
+pub(super) fn replace(_rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+    // SAFETY: `class`/`sel` came from the runtime; `imp` is one of our `extern "C"`
+    // implementations with the signature `types` describes (the encoding of the method
+    // it replaces, owned by the runtime). class_replaceMethod takes the runtime lock and
+    // flushes method caches.
+    unsafe { class_replaceMethod(class.0, sel.0, imp.0, types.as_ptr()) };
+    true
 }
 
 /// `object_getClass(object)`.

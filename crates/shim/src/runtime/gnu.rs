@@ -6,18 +6,14 @@
 //! `class_pointer`), and loading is observed through the `_objc_load_callback`
 //! hook, which `__objc_exec_class` calls for every class it loads.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 
-use super::{Class, Imp, Resolved, Runtime, Sel, Types};
+use super::objc::{ObjcRuntime, class_getInstanceMethod};
+use super::{Class, Imp, Runtime, Sel, Types};
 
 #[link(name = "objc")]
 unsafe extern "C" {
-    fn objc_lookUpClass(name: *const c_char) -> *mut c_void;
-    fn sel_registerName(name: *const c_char) -> *const c_void;
-    fn class_getInstanceMethod(class: *mut c_void, sel: *const c_void) -> *mut c_void;
-    fn method_getImplementation(method: *mut c_void) -> usize;
-    fn method_getTypeEncoding(method: *mut c_void) -> *const c_char;
     fn class_addMethod(
         class: *mut c_void,
         sel: *const c_void,
@@ -26,114 +22,50 @@ unsafe extern "C" {
     ) -> u8;
     fn method_setImplementation(method: *mut c_void, imp: usize) -> usize;
     fn class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
-    fn class_getName(class: *mut c_void) -> *const c_char;
-    fn class_getSuperclass(class: *mut c_void) -> *mut c_void;
     static mut _objc_load_callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
 }
 
-/// The GNU runtime; a unit struct because all state lives in the runtime itself.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ObjcRuntime;
-
-impl Runtime for ObjcRuntime {
-    fn look_up_class(&self, name: &CStr) -> Option<Class> {
-        // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass only reads the
-        // class table under the runtime's lock and returns Nil when the class is absent.
-        let class = unsafe { objc_lookUpClass(name.as_ptr()) };
-        (!class.is_null()).then_some(Class(class))
+/// Makes `class` itself answer `sel` with `imp`; see [`Runtime::replace`].
+pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+    // The GNU runtime builds dispatch tables lazily, and until a class has its own, it
+    // shares one placeholder table with every other such class; an update made then can
+    // reach that shared table and so other classes (seen with a device subclass whose
+    // superclass had not been messaged yet). Asking each class in the chain whether it
+    // responds to the selector makes the runtime install their own tables first.
+    let mut chain = Some(class);
+    while let Some(current) = chain {
+        // SAFETY: `current` is `class` or one of its superclasses, from the runtime;
+        // class_respondsToSelector installs the class's dispatch table under the runtime
+        // lock and only reads otherwise.
+        unsafe { class_respondsToSelector(current.0, sel.0) };
+        chain = rt.superclass(current);
     }
-
-    fn selector(&self, name: &CStr) -> Sel {
-        // SAFETY: `name` is a valid NUL-terminated string; the runtime copies it when interning.
-        Sel(unsafe { sel_registerName(name.as_ptr()) })
-    }
-
-    fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
-        // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
-        // pointer) and `sel` from sel_registerName; the call only searches method lists.
-        let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
-        if method.is_null() {
-            return None;
+    // GNU's class_replaceMethod finds the method through the class hierarchy and so,
+    // for an inherited method, changes the superclass's implementation for every
+    // subclass. Apple's adds an override to the class itself, which is what we need:
+    // change the class's own method, or add one when it only inherits it.
+    // SAFETY: `class` and `sel` came from the runtime; class_getInstanceMethod only
+    // searches method lists.
+    let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
+    let inherited = match rt.superclass(class) {
+        // SAFETY: as above, for the superclass the runtime returned.
+        Some(superclass) => {
+            !method.is_null() && method == unsafe { class_getInstanceMethod(superclass.0, sel.0) }
         }
-        // SAFETY: `method` is the non-null Method the runtime just returned; methods are
-        // never freed while their class is loaded.
-        let (imp, types) = unsafe {
-            (
-                method_getImplementation(method),
-                method_getTypeEncoding(method),
-            )
-        };
-        let types = Types::from_runtime(types)?;
-        (imp != 0).then_some(Resolved {
-            imp: Imp(imp),
-            types,
-        })
-    }
-
-    fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
-        if imp.0 == 0 {
-            return false;
-        }
-        // The GNU runtime builds dispatch tables lazily, and until a class has its own, it
-        // shares one placeholder table with every other such class; an update made then can
-        // reach that shared table and so other classes (seen with a device subclass whose
-        // superclass had not been messaged yet). Asking each class in the chain whether it
-        // responds to the selector makes the runtime install their own tables first.
-        let mut chain = Some(class);
-        while let Some(current) = chain {
-            // SAFETY: `current` is `class` or one of its superclasses, from the runtime;
-            // class_respondsToSelector installs the class's dispatch table under the runtime
-            // lock and only reads otherwise.
-            unsafe { class_respondsToSelector(current.0, sel.0) };
-            chain = self.superclass(current);
-        }
-        // GNU's class_replaceMethod finds the method through the class hierarchy and so,
-        // for an inherited method, changes the superclass's implementation for every
-        // subclass. Apple's adds an override to the class itself, which is what we need:
-        // change the class's own method, or add one when it only inherits it.
-        // SAFETY: `class` and `sel` came from the runtime; class_getInstanceMethod only
-        // searches method lists.
-        let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
-        let inherited = match self.superclass(class) {
-            // SAFETY: as above, for the superclass the runtime returned.
-            Some(superclass) => {
-                !method.is_null()
-                    && method == unsafe { class_getInstanceMethod(superclass.0, sel.0) }
-            }
-            None => false,
-        };
-        if method.is_null() || inherited {
-            // SAFETY: `imp` is one of our `extern "C"` implementations (or an original we saved)
-            // with the signature `types` describes; `types` is the runtime's own copy of the
-            // replaced method's encoding. class_addMethod copies what it needs and updates the
-            // dispatch tables of the class and its subclasses.
-            unsafe { class_addMethod(class.0, sel.0, imp.0, types.as_ptr()) != 0 }
-        } else {
-            // SAFETY: `method` is the class's own Method, just returned by the runtime; `imp`
-            // has the signature of the implementation it replaces. method_setImplementation
-            // updates the dispatch tables under the runtime lock.
-            unsafe { method_setImplementation(method, imp.0) };
-            true
-        }
-    }
-
-    fn class_name(&self, class: Class) -> String {
-        // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated
-        // name, which lives as long as the class.
-        let name = unsafe { class_getName(class.0) };
-        if name.is_null() {
-            return String::from("?");
-        }
-        // SAFETY: non-null and NUL-terminated, as above.
-        unsafe { CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    fn superclass(&self, class: Class) -> Option<Class> {
-        // SAFETY: `class` came from the runtime; class_getSuperclass only reads it.
-        let superclass = unsafe { class_getSuperclass(class.0) };
-        (!superclass.is_null()).then_some(Class(superclass))
+        None => false,
+    };
+    if method.is_null() || inherited {
+        // SAFETY: `imp` is one of our `extern "C"` implementations (or an original we saved)
+        // with the signature `types` describes; `types` is the runtime's own copy of the
+        // replaced method's encoding. class_addMethod copies what it needs and updates the
+        // dispatch tables of the class and its subclasses.
+        unsafe { class_addMethod(class.0, sel.0, imp.0, types.as_ptr()) != 0 }
+    } else {
+        // SAFETY: `method` is the class's own Method, just returned by the runtime; `imp`
+        // has the signature of the implementation it replaces. method_setImplementation
+        // updates the dispatch tables under the runtime lock.
+        unsafe { method_setImplementation(method, imp.0) };
+        true
     }
 }
 

@@ -1,7 +1,8 @@
 //! The few Objective-C runtime calls the hook needs, behind one small interface.
 //!
-//! One module per runtime: [`apple`] (macOS, `libobjc.A.dylib`) and [`gnu`]
-//! (GCC's libobjc on Linux, used to test the shim on a real runtime). The hook
+//! The C API both runtimes share is declared once (`objc.rs`); what differs lives in
+//! one module per runtime: `apple` (macOS, `libobjc.A.dylib`) and `gnu` (GCC's libobjc on
+//! Linux, used to test the shim on a real runtime). The hook
 //! logic in [`crate::hook`] is plain Rust over the [`Runtime`] trait, so its
 //! all-or-nothing installation is also unit-tested against a fake runtime.
 
@@ -11,11 +12,15 @@ use std::ffi::{CStr, c_char, c_void};
 pub mod apple;
 #[cfg(not(target_vendor = "apple"))]
 pub mod gnu;
+mod objc;
 
 #[cfg(target_vendor = "apple")]
-pub use apple::ObjcRuntime as Native;
+use apple as platform;
 #[cfg(not(target_vendor = "apple"))]
-pub use gnu::ObjcRuntime as Native;
+use gnu as platform;
+
+/// The runtime of this process (Apple's on macOS, GCC's GNU runtime elsewhere).
+pub use objc::ObjcRuntime as Native;
 
 /// An Objective-C class pointer (`Class`), never null.
 #[repr(transparent)]
@@ -90,20 +95,13 @@ pub trait Runtime {
 /// # Safety
 /// `object` must be a valid, non-null Objective-C object pointer.
 pub unsafe fn object_class(object: *mut c_void) -> Option<Class> {
-    #[cfg(target_vendor = "apple")]
     // SAFETY: forwarded from the caller: `object` is a live object.
-    return unsafe { apple::object_class(object) };
-    #[cfg(not(target_vendor = "apple"))]
-    // SAFETY: forwarded from the caller: `object` is a live object.
-    return unsafe { gnu::object_class(object) };
+    unsafe { platform::object_class(object) }
 }
 
 /// Asks the runtime to call `callback` whenever new Objective-C classes are loaded
 /// (a new image on macOS, each class on the GNU runtime), so the hook can be
 /// installed when Metal is loaded late. Calls may come from any thread.
 pub fn on_classes_loaded(callback: fn()) {
-    #[cfg(target_vendor = "apple")]
-    apple::on_classes_loaded(callback);
-    #[cfg(not(target_vendor = "apple"))]
-    gnu::on_classes_loaded(callback);
+    platform::on_classes_loaded(callback);
 }
