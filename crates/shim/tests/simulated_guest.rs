@@ -88,13 +88,7 @@ const ALL_FAMILIES: [i64; 19] = [
 ];
 
 fn assert_same_answers(a: &Run, b: &Run, class: &str) {
-    for family in ALL_FAMILIES {
-        assert_eq!(
-            a.family(class, family),
-            b.family(class, family),
-            "{class} family {family}"
-        );
-    }
+    assert_same_families(a, b, class);
     let tg = format!("{class}.max_threadgroup_memory");
     assert_eq!(a.get(&tg), b.get(&tg));
 }
@@ -377,7 +371,7 @@ fn each_class_keeps_its_own_originals() {
             "{order:?}"
         );
         for class in order {
-            assert_same_answers_families(&r, &s, class);
+            assert_same_families(&r, &s, class);
         }
         assert_eq!(
             r.capshim_lines()
@@ -390,7 +384,7 @@ fn each_class_keeps_its_own_originals() {
     }
 }
 
-fn assert_same_answers_families(a: &Run, b: &Run, class: &str) {
+fn assert_same_families(a: &Run, b: &Run, class: &str) {
     for family in ALL_FAMILIES {
         assert_eq!(
             a.family(class, family),
