@@ -18,37 +18,39 @@ use thiserror::Error;
 
 use crate::platform;
 
+/// The help heading of the profile options.
+const HEADING: &str = "Profile options";
+
 /// The profile used when no option names one: the published tested profile.
 pub const DEFAULT_PROFILE: &str = "apple9-64k";
 
 /// Profile options, flattened into every command that applies a profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
-#[command(next_help_heading = "Profile options")]
 pub struct ProfileArgs {
     /// Named profile: stock, apple9-64k (default) or host (see `capshim profiles`)
-    #[arg(long, value_name = "NAME", conflicts_with = "profile_file")]
+    #[arg(long, value_name = "NAME", conflicts_with = "profile_file", help_heading = HEADING)]
     pub profile: Option<String>,
 
     /// Read the profile from a TOML file with the fields apple_family_max,
     /// max_threadgroup_memory and recommended_working_set_size (optional: name)
-    #[arg(long, value_name = "FILE.toml")]
+    #[arg(long, value_name = "FILE.toml", help_heading = HEADING)]
     pub profile_file: Option<PathBuf>,
 
     /// Highest Apple MTLGPUFamily to answer true, 1001 (Apple1) to 1999, e.g. 1007 for Apple7
-    #[arg(long, value_name = "N", value_parser = parse_number)]
+    #[arg(long, value_name = "N", value_parser = parse_number, help_heading = HEADING)]
     pub family_max: Option<u64>,
 
     /// Floor for maxThreadgroupMemoryLength, in bytes (decimal or 0x hex), e.g. 65536
-    #[arg(long, value_name = "BYTES", value_parser = parse_number)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_number, help_heading = HEADING)]
     pub threadgroup_memory: Option<u64>,
 
     /// Floor for recommendedMaxWorkingSetSize, in bytes (decimal or 0x hex); unchanged when absent
-    #[arg(long, value_name = "BYTES", value_parser = parse_number)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_number, help_heading = HEADING)]
     pub working_set: Option<u64>,
 
     /// CPU brand to match for --profile host instead of `sysctl machdep.cpu.brand_string`,
     /// e.g. "Apple M1 Ultra (Virtual)"; implies --profile host
-    #[arg(long, value_name = "STRING")]
+    #[arg(long, value_name = "STRING", help_heading = HEADING)]
     pub cpu_brand: Option<String>,
 }
 

@@ -136,7 +136,7 @@ fn render(l: &Listing) -> String {
         out.push_str(&format!("\n{:<11} from: {}\n", "", r.provenance));
     }
     out.push_str(
-        "\nhost profile by chip (bare-metal Apple family; from the Apple Silicon GPU families):\n",
+        "\nhost profile by chip (the Apple family each chip's GPU reports on bare metal):\n",
     );
     for c in &l.host_chips {
         out.push_str(&format!(
