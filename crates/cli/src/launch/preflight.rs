@@ -39,7 +39,7 @@ pub enum PreflightError {
     NotExecutable(PathBuf),
     /// The shim library cannot load into the program.
     #[error(
-        "{program} is built for {} but the shim library is {}{}; the loader cannot inject it. Use a {} build of the shim (pass it with --dylib), run a {} build of the program, or skip this check with --skip-preflight",
+        "{program} is built for {} but the shim library is {}{}; the loader cannot inject it. Use a shim built for {} (pass it with --dylib), run the program's {} build, or skip this check with --skip-preflight",
         list(.program_arches), list(.library_arches),
         if .program_arches.iter().all(|a| *a == Arch::Arm64e) {
             " (an arm64e-only program, such as Apple's own platform binaries, loads only arm64e libraries)"
