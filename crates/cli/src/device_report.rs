@@ -105,7 +105,8 @@ impl DeviceReport {
             .is_none_or(|n| n.contains("Paravirtual"))
     }
 
-    /// Parses probe JSON; `path` is only used in messages.
+    /// Parses `capshim probe --json` output (or `probe --compare --json`, whose `stock`
+    /// answers are used); `path` is only used in messages.
     ///
     /// # Errors
     /// [`ReportError::Parse`] when the text is not probe JSON or has no family answers.
@@ -114,8 +115,15 @@ impl DeviceReport {
             path: path.to_path_buf(),
             message,
         };
-        let report: DeviceReport =
+        let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| parse_error(e.to_string()))?;
+        // `probe --compare --json` output holds the stock answers under "stock".
+        let value = match value.get("stock") {
+            Some(stock) if value.get("families").is_none() => stock.clone(),
+            _ => value,
+        };
+        let report: DeviceReport =
+            serde_json::from_value(value).map_err(|e| parse_error(e.to_string()))?;
         if report.families.is_empty() {
             return Err(parse_error("\"families\" is empty".to_string()));
         }
@@ -284,6 +292,11 @@ mod tests {
             r#"{"families":{"1001":true,"5001":false},"max_threadgroup_memory":32768,"future":1}"#;
         let r = DeviceReport::from_json(Path::new("x.json"), minimal).unwrap();
         assert_eq!(r.families.len(), 2);
+        let compared = format!(r#"{{"profile":"p","stock":{minimal},"shimmed":{{}}}}"#);
+        assert_eq!(
+            DeviceReport::from_json(Path::new("c.json"), &compared).unwrap(),
+            r
+        );
 
         for bad in ["{}", "[1]", r#"{"families":{},"max_threadgroup_memory":1}"#] {
             let err = DeviceReport::from_json(Path::new("bad.json"), bad)
