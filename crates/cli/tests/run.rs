@@ -233,3 +233,23 @@ fn a_library_that_writes_no_status_did_not_load_the_shim() {
         .code(4)
         .stderr(predicate::str::contains("did not load"));
 }
+
+#[test]
+fn sigterm_to_capshim_is_passed_on_and_the_summary_still_printed() {
+    // The command sends SIGTERM to its parent (capshim), which passes it back to the
+    // command: its trap exits 42.
+    capshim()
+        .args([
+            "run",
+            "--profile",
+            "stock",
+            "--",
+            "sh",
+            "-c",
+            "trap 'kill $!; exit 42' TERM; sleep 10 >/dev/null 2>&1 & kill -TERM $PPID; wait; exit 1",
+        ])
+        .timeout(std::time::Duration::from_secs(8))
+        .assert()
+        .code(42)
+        .stderr(predicate::str::contains("capshim: not activated"));
+}

@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::launch::environment::{LogArg, ScopeArg, ShimSettings, child_env};
 use crate::launch::preflight::{self, PreflightError};
+use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib, exit};
 use crate::profile_args::ProfileArgs;
@@ -31,7 +32,8 @@ macOS, LD_PRELOAD on Linux, appended to any existing value) for this command onl
 with stdin/stdout/stderr attached, and afterwards prints one line on stderr from the shim's
 status file: `capshim: activated: hooked CLASS in PROCESS (pid N)` or
 `capshim: not activated: …` with the reason. Inherited CAPSHIM_* and LUME_METAL_* variables
-are dropped so exactly the chosen profile applies.
+are dropped so exactly the chosen profile applies. capshim outlives Ctrl-C (the command gets
+it too) and passes SIGTERM and SIGHUP on to the command, so the line is always printed.
 
 The shim library (libcapshim.dylib on macOS, libcapshim.so on Linux) is, unless --dylib is
 given, the first found of: next to the capshim executable; ../lib/capshim/ beside it;
@@ -178,21 +180,25 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let env = child_env(std::env::vars_os(), &settings, os);
 
-    // Ctrl-C reaches the whole foreground process group: let the command decide what to do
-    // with it, and stay alive to report on it.
-    if let Err(e) = ctrlc::set_handler(|| {}) {
-        eprintln!(
-            "capshim: warning: cannot catch Ctrl-C ({e}); the summary line may be lost if you press it"
-        );
-    }
-    let status = Command::new(&program)
+    // Stay alive to report: survive Ctrl-C (the command gets it too), pass SIGTERM and
+    // SIGHUP on to the command.
+    let forwarder = match Forwarder::start() {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!(
+                "capshim: warning: cannot catch signals ({e}); the summary line is lost if capshim is interrupted"
+            );
+            None
+        }
+    };
+    let child = Command::new(&program)
         .arg0(command)
         .args(rest)
         .env_clear()
         .envs(env)
-        .status();
-    let status = match status {
-        Ok(s) => s,
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(fail(EXIT_NOT_FOUND, format!("{}: {e}", program.display())));
         }
@@ -200,6 +206,20 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(fail(
                 EXIT_NOT_EXECUTABLE,
                 format!("cannot execute {}: {e}", program.display()),
+            ));
+        }
+    };
+    if let Some(f) = &forwarder {
+        f.forward_to(child.id());
+    }
+    let status = child.wait();
+    drop(forwarder);
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(fail(
+                EXIT_CAPSHIM_FAILED,
+                format!("waiting for {}: {e}", program.display()),
             ));
         }
     };

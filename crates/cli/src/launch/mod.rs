@@ -5,6 +5,7 @@ pub mod dylib;
 pub mod environment;
 pub mod exit;
 pub mod preflight;
+pub mod signals;
 pub mod status;
 
 /// The operating system a launch is for: decides the library's file name and the
