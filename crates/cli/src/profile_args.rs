@@ -50,7 +50,7 @@ pub struct ProfileArgs {
 
     /// CPU brand to match for --profile host instead of `sysctl machdep.cpu.brand_string`,
     /// e.g. "Apple M1 Ultra (Virtual)"; implies --profile host
-    #[arg(long, value_name = "STRING", help_heading = HEADING)]
+    #[arg(long, value_name = "STRING", conflicts_with = "profile_file", help_heading = HEADING)]
     pub cpu_brand: Option<String>,
 }
 
