@@ -6,13 +6,13 @@
 //!    aarch64-apple-darwin`, so that link arguments reach only its final link:
 //!    - `-L native=<crate>/stubs` and `-L framework=<crate>/stubs/Frameworks` when those
 //!      folders exist and the host is not a Mac: `.tbd` text stubs for the system libraries
-//!      and frameworks zig has no stub for (libobjc; later Metal...). See
-//!      `crates/cli/stubs/README`.
-//!    - `-Wl,-dead_strip_dylibs`, so that only libraries actually used are loaded.
+//!      and frameworks zig has no stub for (libobjc, Metal, Foundation, CoreGraphics).
+//!      See `crates/cli/stubs/README`.
 //!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`, so that
 //!      release LTO applies) and linked through this executable in linker mode
 //!      (`crate::link`), which applies rustc's export list that zig's linker ignores. Its
-//!      build script sets the install name.
+//!      build script sets the install name (and `-dead_strip_dylibs`; not for the CLI, which
+//!      links CoreGraphics for its side effect alone).
 //! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
 //!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
 //! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
@@ -236,8 +236,7 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         ])
         .args(artifact.select)
         .arg("--")
-        .args(stub_search_args(root, artifact.dir))
-        .args(["-C", "link-arg=-Wl,-dead_strip_dylibs"]);
+        .args(stub_search_args(root, artifact.dir));
     if artifact.apply_export_list {
         let this = std::env::current_exe().context("cannot find the xtask executable")?;
         let mut linker = std::ffi::OsString::from("linker=");
@@ -489,6 +488,71 @@ mod tests {
         std::fs::remove_file(dir.join(TARGET).join(CLI)).unwrap();
         assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stub_folders_of_the_workspace() {
+        let root = workspace_root().unwrap();
+        let shim = stub_search_args(&root, SHIM.dir);
+        let cli = stub_search_args(&root, CAPSHIM_CLI.dir);
+        if std::env::consts::OS == "macos" {
+            assert!(shim.is_empty() && cli.is_empty());
+            return;
+        }
+        let native = |dir: &str| format!("native={}", root.join(dir).join("stubs").display());
+        assert_eq!(shim, ["-L".to_owned(), native(SHIM.dir)]);
+        assert_eq!(cli.len(), 4);
+        assert_eq!(cli[1], native(CAPSHIM_CLI.dir));
+        assert!(cli[3].starts_with("framework=") && cli[3].ends_with("stubs/Frameworks"));
+        assert!(root.join("crates/shim/stubs/libobjc.tbd").is_file());
+        for framework in ["Metal", "Foundation", "CoreGraphics"] {
+            let tbd = root.join(format!(
+                "crates/cli/stubs/Frameworks/{framework}.framework/{framework}.tbd"
+            ));
+            assert!(tbd.is_file(), "{} is missing", tbd.display());
+        }
+    }
+
+    /// Names declared in the `#[link(name = "objc")]` extern blocks of `source`.
+    fn objc_imports(source: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for block in source.split("#[link(name = \"objc\")]").skip(1) {
+            let body = &block[..block.find("\n}").unwrap_or(block.len())];
+            for part in body.split("fn ").skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn libobjc_stub_lists_exactly_what_the_apple_runtime_imports() {
+        let root = workspace_root().unwrap();
+        let runtime = root.join("crates/shim/src/runtime");
+        let mut imported = Vec::new();
+        for entry in std::fs::read_dir(&runtime).unwrap() {
+            let path = entry.unwrap().path();
+            // gnu.rs is GCC's runtime (Linux only); the rest is compiled for macOS.
+            if path.file_name().unwrap() != "gnu.rs" {
+                imported.extend(objc_imports(&std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        imported.sort();
+        let tbd = std::fs::read_to_string(root.join("crates/shim/stubs/libobjc.tbd")).unwrap();
+        let symbols = &tbd[tbd.find("symbols:").unwrap()..];
+        let symbols = &symbols[symbols.find('[').unwrap() + 1..symbols.find(']').unwrap()];
+        let mut listed: Vec<String> = symbols
+            .split([',', ' ', '\n'])
+            .filter(|s| !s.is_empty())
+            .map(|s| s.strip_prefix('_').unwrap_or(s).to_owned())
+            .collect();
+        listed.sort();
+        assert!(!imported.is_empty());
+        assert_eq!(listed, imported, "update crates/shim/stubs/libobjc.tbd");
     }
 
     #[test]
