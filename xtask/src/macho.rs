@@ -640,17 +640,15 @@ pub fn read_export_trie(trie: &[u8]) -> Result<Vec<String>, String> {
 mod tests {
     use super::*;
 
-    /// A real libcapshim.dylib when one was built (by `cargo xtask dist`), else `None`.
+    /// The libcapshim.dylib of the last `cargo xtask dist`, when there is one.
     fn built_dylib() -> Option<Vec<u8>> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let candidates = [
-            root.join("dist/aarch64-apple-darwin/libcapshim.dylib"),
-            root.join("target/aarch64-apple-darwin/release/libcapshim.dylib"),
-        ];
-        let found = candidates.iter().find_map(|p| std::fs::read(p).ok());
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../dist/aarch64-apple-darwin/libcapshim.dylib");
+        let found = std::fs::read(&path).ok();
         if found.is_none() {
             eprintln!(
-                "no built libcapshim.dylib (run `cargo xtask dist`); real-file checks skipped"
+                "{} is absent (run `cargo xtask dist`); real-file checks skipped",
+                path.display()
             );
         }
         found

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("Error: {error:?}");
+            eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
     }
