@@ -8,11 +8,12 @@
 //!      folders exist and the host is not a Mac: `.tbd` text stubs for the system libraries
 //!      and frameworks zig has no stub for (libobjc, Metal, Foundation, CoreGraphics).
 //!      See `crates/cli/stubs/README`.
-//!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`, so that
-//!      release LTO applies) and linked through this executable in linker mode
-//!      (`crate::link`), which applies rustc's export list that zig's linker ignores. Its
-//!      build script sets the install name (and `-dead_strip_dylibs`; not for the CLI, which
-//!      links CoreGraphics for its side effect alone).
+//!    - `-C linker=<this executable>`: in linker mode (`crate::link`) it applies rustc's
+//!      export list, which zig's linker ignores, and has zig record the minimum macOS
+//!      ([`macho::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
+//!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`), so that
+//!      release LTO applies. Its build script sets the install name (and
+//!      `-dead_strip_dylibs`; not for the CLI, which links CoreGraphics for its side effect).
 //! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
 //!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
 //! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
@@ -175,8 +176,6 @@ struct Artifact {
     dir: &'static str,
     /// Which target of the package, for `cargo rustc`.
     select: &'static [&'static str],
-    /// Link through `crate::link`, which applies rustc's export list (dylibs).
-    apply_export_list: bool,
 }
 
 const SHIM: Artifact = Artifact {
@@ -186,7 +185,6 @@ const SHIM: Artifact = Artifact {
     // A cdylib on its own: with the rlib too, cargo would not apply the release LTO, and
     // every std symbol would stay external.
     select: &["--lib", "--crate-type", "cdylib"],
-    apply_export_list: true,
 };
 
 const CAPSHIM_CLI: Artifact = Artifact {
@@ -194,7 +192,6 @@ const CAPSHIM_CLI: Artifact = Artifact {
     package: "capshim-cli",
     dir: "crates/cli",
     select: &["--bin", CLI],
-    apply_export_list: false,
 };
 
 /// The linker arguments that make a crate's `.tbd` stubs visible: `-L native=<dir>/stubs`
@@ -237,12 +234,16 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         .args(artifact.select)
         .arg("--")
         .args(stub_search_args(root, artifact.dir));
-    if artifact.apply_export_list {
-        let this = std::env::current_exe().context("cannot find the xtask executable")?;
-        let mut linker = std::ffi::OsString::from("linker=");
-        linker.push(&this);
-        command.arg("-C").arg(linker).env(link::ENV_TARGET, TARGET);
-    }
+    // Link through this executable (`crate::link`): export list, minimum macOS.
+    let this = std::env::current_exe().context("cannot find the xtask executable")?;
+    let mut linker = std::ffi::OsString::from("linker=");
+    linker.push(&this);
+    command
+        .arg("-C")
+        .arg(linker)
+        .arg("-C")
+        .arg(format!("link-arg={}", link::link_arg(TARGET)?))
+        .env(link::ENV_TARGET, TARGET);
     let status = command.status().context("cannot run cargo-zigbuild")?;
     if !status.success() {
         bail!(

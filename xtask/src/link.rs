@@ -1,15 +1,19 @@
-//! The xtask binary as a linker wrapper: applies rustc's export list, then runs zig.
+//! The xtask binary as rustc's linker for the macOS artifacts: applies rustc's export list,
+//! then links with zig for the right minimum macOS.
 //!
-//! rustc tells the macOS linker which symbols a cdylib exports with
-//! `-exported_symbols_list <file>` (for libcapshim: none). zig's Mach-O linker has no such
-//! option, so cargo-zigbuild drops it and every external symbol of the Rust objects would be
-//! exported. zig does honour private-external symbols (`N_PEXT`, what hidden visibility
-//! compiles to), so this wrapper does what ld64 does with the list before the link: every
-//! symbol defined in the objects rustc passes and not on the list becomes private external.
+//! - rustc tells the macOS linker which symbols a cdylib exports with
+//!   `-exported_symbols_list <file>` (for libcapshim: none). zig's Mach-O linker ignores it,
+//!   so every external symbol of the Rust objects would be exported. zig does honour
+//!   private-external symbols (`N_PEXT`, what hidden visibility compiles to), so this wrapper
+//!   does what ld64 does with the list, before the link: every symbol defined in the objects
+//!   rustc passes and not on the list becomes private external.
+//! - cargo-zigbuild's own linker script passes `-target aarch64-macos-none`, for which zig
+//!   records its default minimum macOS (15.0) and ignores `-mmacosx-version-min`. The
+//!   wrapper runs the same `cargo-zigbuild zig cc` with `-target
+//!   aarch64-macos.<minimum>-none` instead ([`crate::macho::MINIMUM_MACOS`]).
 //!
 //! `cargo xtask dist` points rustc at this executable with `-C linker=` and sets
-//! [`ENV_TARGET`] to the target triple; the real linker is then the one cargo-zigbuild set in
-//! `CARGO_TARGET_<TRIPLE>_LINKER`.
+//! [`ENV_TARGET`] to the Rust target triple.
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
@@ -24,6 +28,16 @@ use object::read::macho::{LoadCommandVariant, MachHeader};
 /// Set (to the target triple) when the xtask executable is started as a linker.
 pub const ENV_TARGET: &str = "CAPSHIM_XTASK_LINK_TARGET";
 
+/// Prefix of the link argument that carries the zig target (`-C link-arg=<prefix><target>`),
+/// removed before zig sees the arguments. Passing it on rustc's command line puts it in
+/// cargo's fingerprint: a new minimum macOS or a new wrapper version (the `v1`) relinks.
+pub const ARG_PREFIX: &str = "--xtask-link-v1=";
+
+/// The `-C link-arg=` value that selects `zig_target` (see [`ARG_PREFIX`]).
+pub fn link_arg(rust_target: &str) -> anyhow::Result<String> {
+    Ok(format!("{ARG_PREFIX}{}", zig_target(rust_target)?))
+}
+
 /// Entry point in linker mode: `args` are the linker arguments (without the program name).
 pub fn main(target: &str, args: Vec<OsString>) -> ExitCode {
     match run(target, args) {
@@ -36,17 +50,22 @@ pub fn main(target: &str, args: Vec<OsString>) -> ExitCode {
 }
 
 fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let variable = format!(
-        "CARGO_TARGET_{}_LINKER",
-        target.to_uppercase().replace(['-', '.'], "_")
+    let mut zig_target = None;
+    args.retain(
+        |arg| match arg.to_str().and_then(|a| a.strip_prefix(ARG_PREFIX)) {
+            Some(value) => {
+                zig_target = Some(value.to_owned());
+                false
+            }
+            None => true,
+        },
     );
-    let linker = std::env::var_os(&variable).with_context(|| {
+    let zig_target = zig_target.with_context(|| {
         format!(
-            "{variable} is not set: the wrapper runs under `cargo zigbuild`, which sets it to \
-             zig's linker; run `cargo xtask dist` rather than starting the wrapper by hand"
+            "no {ARG_PREFIX}<zig target> argument for {target}: the wrapper is started by \
+             `cargo xtask dist`, which passes it"
         )
     })?;
-
     if let Some(list) = exported_symbols_list(&args) {
         let text = std::fs::read_to_string(&list)
             .with_context(|| format!("cannot read rustc's export list {}", list.display()))?;
@@ -76,15 +95,34 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let status = Command::new(&linker)
+    // The arguments cargo-zigbuild's wrapper script gives `zig cc`, with a versioned target.
+    let status = Command::new("cargo-zigbuild")
+        .args([
+            "zig",
+            "cc",
+            "--",
+            "-g",
+            "-fno-sanitize=all",
+            "-target",
+            &zig_target,
+        ])
         .args(&args)
         .status()
-        .with_context(|| format!("cannot start the linker {}", linker.to_string_lossy()))?;
+        .context("cannot start `cargo-zigbuild zig cc` (is cargo-zigbuild on PATH?)")?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::from(1),
     })
+}
+
+/// zig's name for a Rust Apple target, with the minimum macOS: `aarch64-macos.11.0-none`.
+fn zig_target(rust_target: &str) -> anyhow::Result<String> {
+    let Some(arch) = rust_target.strip_suffix("-apple-darwin") else {
+        bail!("the linker wrapper only links macOS targets, not {rust_target}");
+    };
+    let (major, minor) = crate::macho::MINIMUM_MACOS;
+    Ok(format!("{arch}-macos.{major}.{minor}-none"))
 }
 
 /// The file after `-Wl,-exported_symbols_list` (as `-Wl,<file>`, or joined with a comma).
@@ -215,6 +253,15 @@ mod tests {
     fn refuses_non_objects() {
         let mut elf = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         assert!(hide_unlisted(&mut elf, &HashSet::new()).is_err());
+    }
+
+    #[test]
+    fn zig_targets() {
+        assert_eq!(
+            zig_target("aarch64-apple-darwin").unwrap(),
+            "aarch64-macos.11.0-none"
+        );
+        assert!(zig_target("x86_64-unknown-linux-gnu").is_err());
     }
 
     #[test]

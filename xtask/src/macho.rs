@@ -23,6 +23,10 @@ pub const SHIM_EXPORT_ALLOW_LIST: &[(&str, &str)] = &[
     ("___dso_handle", "synthesized by zig's linker"),
 ];
 
+/// The oldest macOS the artifacts must load on (`MACOSX_DEPLOYMENT_TARGET` of the build, and
+/// rustc's own minimum for aarch64-apple-darwin), as `(major, minor)`.
+pub const MINIMUM_MACOS: (u32, u32) = (11, 0);
+
 /// Where the libraries a macOS artifact loads may live: the system's own.
 pub const SYSTEM_LIBRARY_PREFIXES: &[&str] = &["/usr/lib/", "/System/Library/"];
 
@@ -108,6 +112,9 @@ pub struct Facts {
     pub signature: Result<Signature, String>,
     /// Names in the export trie (what dyld lets other images bind to).
     pub exports: Vec<String>,
+    /// `LC_BUILD_VERSION` (or `LC_VERSION_MIN_MACOSX`): platform number (1 = macOS), minimum
+    /// OS and SDK versions, encoded `xxxx.yy.zz` as dyld does.
+    pub build_version: Option<(u32, u32, u32)>,
 }
 
 /// One rule and its outcome.
@@ -164,6 +171,7 @@ pub fn inspect(data: &[u8]) -> Result<Facts, InspectError> {
         has_routines: false,
         signature: Err("no LC_CODE_SIGNATURE load command".into()),
         exports: Vec::new(),
+        build_version: None,
     };
     let mut export_trie: Option<(u32, u32)> = None;
     let mut commands = header.load_commands(endian, data, 0)?;
@@ -191,6 +199,22 @@ pub fn inspect(data: &[u8]) -> Result<Facts, InspectError> {
                 }
             }
             LoadCommandVariant::Routines64(_) => facts.has_routines = true,
+            LoadCommandVariant::BuildVersion(build) => {
+                facts.build_version = Some((
+                    build.platform.get(endian),
+                    build.minos.get(endian),
+                    build.sdk.get(endian),
+                ));
+            }
+            LoadCommandVariant::VersionMin(version)
+                if command.cmd() == macho::LC_VERSION_MIN_MACOSX =>
+            {
+                facts.build_version = Some((
+                    macho::PLATFORM_MACOS,
+                    version.version.get(endian),
+                    version.sdk.get(endian),
+                ));
+            }
             LoadCommandVariant::DyldInfo(info) => {
                 export_trie = Some((info.export_off.get(endian), info.export_size.get(endian)));
             }
@@ -220,6 +244,7 @@ pub fn inspect(data: &[u8]) -> Result<Facts, InspectError> {
 pub fn check_shim(facts: &Facts) -> Vec<Check> {
     vec![
         format_check(facts, macho::MH_DYLIB),
+        platform_check(facts),
         install_name_check(facts),
         dependencies_check(facts),
         initializer_check(facts),
@@ -233,6 +258,7 @@ pub fn check_shim(facts: &Facts) -> Vec<Check> {
 pub fn check_executable(facts: &Facts) -> Vec<Check> {
     vec![
         format_check(facts, macho::MH_EXECUTE),
+        platform_check(facts),
         dependencies_check(facts),
         signature_check(facts),
         interpose_check(facts),
@@ -254,6 +280,35 @@ fn format_check(facts: &Facts, file_type: u32) -> Check {
         detail += &format!("; expected arm64 {}", file_type_name(file_type));
     }
     Check::new("format", ok, detail)
+}
+
+fn version(encoded: u32) -> String {
+    format!("{}.{}", encoded >> 16, (encoded >> 8) & 0xff)
+}
+
+fn platform_check(facts: &Facts) -> Check {
+    let (major, minor) = MINIMUM_MACOS;
+    let wanted = format!("macOS, minimum {major}.{minor} or older");
+    match facts.build_version {
+        None => Check::new(
+            "platform",
+            false,
+            format!("no LC_BUILD_VERSION; expected {wanted}"),
+        ),
+        Some((platform, minos, sdk)) => {
+            let ok = platform == macho::PLATFORM_MACOS && minos <= (major << 16 | minor << 8);
+            let name = if platform == macho::PLATFORM_MACOS {
+                "macOS".to_owned()
+            } else {
+                format!("platform {platform}")
+            };
+            let mut detail = format!("{name}, minimum {} (SDK {})", version(minos), version(sdk));
+            if !ok {
+                detail += &format!("; expected {wanted}");
+            }
+            Check::new("platform", ok, detail)
+        }
+    }
 }
 
 fn install_name_check(facts: &Facts) -> Check {
@@ -278,6 +333,23 @@ fn dependencies_check(facts: &Facts) -> Check {
             "dependencies",
             false,
             "none: expected at least /usr/lib/libSystem.B.dylib",
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    let duplicates: Vec<&str> = facts
+        .dependencies
+        .iter()
+        .filter(|d| !seen.insert(d.path.as_str()))
+        .map(|d| d.path.as_str())
+        .collect();
+    if !duplicates.is_empty() {
+        return Check::new(
+            "dependencies",
+            false,
+            format!(
+                "loaded twice: {} (recent dyld refuses duplicate load commands)",
+                duplicates.join(", ")
+            ),
         );
     }
     let outside: Vec<&Dependency> = facts
@@ -687,6 +759,7 @@ mod tests {
                 pages_verified: Ok(()),
             }),
             exports: vec!["___dso_handle".into(), "__mh_dylib_header".into()],
+            build_version: Some((macho::PLATFORM_MACOS, 0x000b_0000, 0x001b_0000)),
         }
     }
 
@@ -702,7 +775,7 @@ mod tests {
     fn good_facts_pass_every_check() {
         let checks = check_shim(&good_facts());
         assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
-        assert_eq!(checks.len(), 7);
+        assert_eq!(checks.len(), 8);
     }
 
     #[test]
@@ -720,6 +793,14 @@ mod tests {
         assert_eq!(failing(&f), ["format"]);
 
         let mut f = good_facts();
+        f.build_version = Some((macho::PLATFORM_MACOS, 0x000f_0000, 0x001b_0000));
+        assert_eq!(failing(&f), ["platform"]);
+        f.build_version = Some((macho::PLATFORM_IOS, 0x000b_0000, 0x001b_0000));
+        assert_eq!(failing(&f), ["platform"]);
+        f.build_version = None;
+        assert_eq!(failing(&f), ["platform"]);
+
+        let mut f = good_facts();
         f.install_name = Some("/work/target/release/deps/libcapshim.dylib".into());
         assert_eq!(failing(&f), ["install name"]);
         f.install_name = None;
@@ -733,6 +814,10 @@ mod tests {
         assert_eq!(failing(&f), ["dependencies"]);
         f.dependencies[2].path = "@rpath/libfoo.dylib".into();
         assert_eq!(failing(&f), ["dependencies"]);
+        f.dependencies[2].path = "/usr/lib/libobjc.A.dylib".into();
+        assert_eq!(failing(&f), ["dependencies"]);
+        f.dependencies.pop();
+        assert!(failing(&f).is_empty());
         f.dependencies.clear();
         assert_eq!(failing(&f), ["dependencies"]);
 
