@@ -83,11 +83,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let failures = verify(&out)?;
-    eprintln!(
-        "dist: {} in {:.1}s",
-        if failures == 0 { "done" } else { "FAILED" },
-        started.elapsed().as_secs_f64()
-    );
+    let outcome = match (failures, &cli_failure) {
+        (0, None) => "done",
+        (0, Some(_)) => "dylib done, CLI FAILED",
+        _ => "FAILED",
+    };
+    eprintln!("dist: {outcome} in {:.1}s", started.elapsed().as_secs_f64());
     if failures > 0 {
         bail!(
             "{failures} check(s) failed for the artifacts in {} (details above)",

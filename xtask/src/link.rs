@@ -66,6 +66,7 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
              `cargo xtask dist`, which passes it"
         )
     })?;
+    let mut written = Vec::new();
     if let Some(list) = exported_symbols_list(&args) {
         let text = std::fs::read_to_string(&list)
             .with_context(|| format!("cannot read rustc's export list {}", list.display()))?;
@@ -90,7 +91,8 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                 let patched = PathBuf::from(patched);
                 std::fs::write(&patched, &data)
                     .with_context(|| format!("cannot write {}", patched.display()))?;
-                *arg = patched.into_os_string();
+                *arg = patched.clone().into_os_string();
+                written.push(patched);
             }
         }
     }
@@ -108,7 +110,12 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         ])
         .args(&args)
         .status()
-        .context("cannot start `cargo-zigbuild zig cc` (is cargo-zigbuild on PATH?)")?;
+        .context("cannot start `cargo-zigbuild zig cc` (is cargo-zigbuild on PATH?)");
+    // rustc deletes its own objects after the link; do the same with the patched copies.
+    for path in written {
+        let _ = std::fs::remove_file(path);
+    }
+    let status = status?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
