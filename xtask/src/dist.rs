@@ -1,10 +1,575 @@
-//! `cargo xtask dist` (being written).
+//! `cargo xtask dist`: cross-build the macOS artifacts into `dist/` and verify them.
+//!
+//! 1. Preflight: cargo-zigbuild, zig and the Rust standard library for the target must be
+//!    installed; each missing piece is named with the command that installs it.
+//! 2. Each artifact is built with `cargo-zigbuild rustc --release --target
+//!    aarch64-apple-darwin`, so that link arguments reach only its final link:
+//!    - `-L native=<crate>/stubs` and `-L framework=<crate>/stubs/Frameworks` when those
+//!      folders exist and the host is not a Mac: `.tbd` text stubs for the system libraries
+//!      and frameworks zig has no stub for (libobjc, Metal, Foundation, CoreGraphics).
+//!      See `crates/cli/stubs/README`.
+//!    - `-C linker=<this executable>`: in linker mode (`crate::link`) it applies rustc's
+//!      export list, which zig's linker ignores, and has zig record the minimum macOS
+//!      ([`macho::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
+//!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`), so that
+//!      release LTO applies. Its build script sets the install name (and
+//!      `-dead_strip_dylibs`; not for the CLI, which links CoreGraphics for its side effect).
+//! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
+//!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
+//! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
+//!    of `crate::macho` on every artifact and on the sums. `--verify-only` runs just these.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+
+use crate::{link, macho};
+
+/// The macOS target the artifacts are built for.
+pub const TARGET: &str = "aarch64-apple-darwin";
+const DYLIB: &str = "libcapshim.dylib";
+const CLI: &str = "capshim";
+const SUMS: &str = "SHA256SUMS";
 
 /// Options of `cargo xtask dist`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Do not build: verify the artifacts already in the output directory and their sums.
+    #[arg(long)]
+    verify_only: bool,
+    /// Build and verify libcapshim.dylib only, not the capshim CLI.
+    #[arg(long)]
+    no_cli: bool,
+    /// Output directory [default: dist/ in the workspace].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
 
 /// Cross-builds and verifies the macOS artifacts.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("cargo xtask dist is not written yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let root = workspace_root()?;
+    let out = args.out.clone().unwrap_or_else(|| root.join("dist"));
+    let mut cli_failure = None;
+
+    if !args.verify_only {
+        let tools = preflight()?;
+        eprintln!("dist: building for {TARGET} with {tools}");
+        let target_dir = target_dir(&root);
+        let built = target_dir.join(TARGET).join("release");
+        let arch_dir = out.join(TARGET);
+        std::fs::create_dir_all(&arch_dir)
+            .with_context(|| format!("cannot create {}", arch_dir.display()))?;
+
+        build(&root, &SHIM)?;
+        install(&built.join(DYLIB), &arch_dir.join(DYLIB))?;
+
+        let cli_dest = arch_dir.join(CLI);
+        if args.no_cli {
+            remove_stale(&cli_dest, "--no-cli")?;
+        } else {
+            match build(&root, &CAPSHIM_CLI) {
+                Ok(()) => install(&built.join(CLI), &cli_dest)?,
+                Err(error) => {
+                    remove_stale(&cli_dest, "its build failed")?;
+                    cli_failure = Some(error);
+                }
+            }
+        }
+        write_sums(&out)?;
+    }
+
+    let failures = verify(&out)?;
+    let outcome = match (failures, &cli_failure) {
+        (0, None) => "done",
+        (0, Some(_)) => "dylib done, CLI FAILED",
+        _ => "FAILED",
+    };
+    eprintln!("dist: {outcome} in {:.1}s", started.elapsed().as_secs_f64());
+    if failures > 0 {
+        bail!(
+            "{failures} check(s) failed for the artifacts in {} (details above)",
+            out.display()
+        );
+    }
+    if let Some(error) = cli_failure {
+        return Err(error.context(format!(
+            "the capshim CLI did not cross-build for {TARGET} (cargo's output is above); \
+             {DYLIB} was built, summed and verified in {}. Fix the CLI build, or pass \
+             --no-cli to build the dylib alone",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = xtask.parent().context("xtask has no parent directory")?;
+    Ok(root.to_path_buf())
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .or_else(|| std::env::var_os("CARGO_BUILD_TARGET_DIR"))
+        .map(|dir| root.join(dir))
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// Checks that every tool is there; returns their versions for the log.
+fn preflight() -> anyhow::Result<String> {
+    let zigbuild = version_of(Command::new("cargo-zigbuild").arg("--version")).context(
+        "cargo-zigbuild is not installed (or not on PATH). Install it with \
+         `pip install cargo-zigbuild` (this also installs zig, as the `ziglang` package)",
+    )?;
+
+    // cargo-zigbuild uses $CARGO_ZIGBUILD_ZIG_PATH, else `zig` on PATH, else
+    // `python3 -m ziglang`; look in the same places.
+    let zig = match std::env::var_os("CARGO_ZIGBUILD_ZIG_PATH") {
+        Some(path) => version_of(Command::new(path).arg("version")),
+        None => version_of(Command::new("zig").arg("version"))
+            .or_else(|_| version_of(Command::new("python3").args(["-m", "ziglang", "version"]))),
+    }
+    .context(
+        "zig is not installed: neither `zig` nor `python3 -m ziglang` runs. Install it with \
+         `pip install ziglang` (`pip install cargo-zigbuild` brings it too)",
+    )?;
+
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = version_of(Command::new(&rustc).args(["--print", "sysroot"]))
+        .context("cannot run rustc to find its sysroot")?;
+    let std_dir = Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(TARGET)
+        .join("lib");
+    if !std_dir.is_dir() {
+        bail!(
+            "the Rust standard library for {TARGET} is not installed ({} is missing). \
+             Install it with `rustup target add {TARGET}`",
+            std_dir.display()
+        );
+    }
+    Ok(format!("{zigbuild}, zig {zig}"))
+}
+
+/// Runs a command that prints a version (or path) and returns its first line.
+fn version_of(command: &mut Command) -> anyhow::Result<String> {
+    let output = command
+        .output()
+        .with_context(|| format!("cannot run {:?}", command.get_program()))?;
+    if !output.status.success() {
+        bail!("{:?} exited with {}", command.get_program(), output.status);
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+}
+
+/// One artifact to cross-build.
+struct Artifact {
+    /// What the log calls it.
+    what: &'static str,
+    /// Cargo package.
+    package: &'static str,
+    /// The package's directory, relative to the workspace (its `stubs/` lives there).
+    dir: &'static str,
+    /// Which target of the package, for `cargo rustc`.
+    select: &'static [&'static str],
+}
+
+const SHIM: Artifact = Artifact {
+    what: DYLIB,
+    package: "capshim",
+    dir: "crates/shim",
+    // A cdylib on its own: with the rlib too, cargo would not apply the release LTO, and
+    // every std symbol would stay external.
+    select: &["--lib", "--crate-type", "cdylib"],
+};
+
+const CAPSHIM_CLI: Artifact = Artifact {
+    what: "the capshim CLI",
+    package: "capshim-cli",
+    dir: "crates/cli",
+    select: &["--bin", CLI],
+};
+
+/// The linker arguments that make a crate's `.tbd` stubs visible: `-L native=<dir>/stubs`
+/// for libraries (`lib<name>.tbd`) and `-L framework=<dir>/stubs/Frameworks` for frameworks
+/// (`<Name>.framework/<Name>.tbd`). Only when cross-building from a system without the
+/// macOS SDK; on a Mac the SDK's own stubs are used.
+fn stub_search_args(root: &Path, dir: &str) -> Vec<String> {
+    if std::env::consts::OS == "macos" {
+        return Vec::new();
+    }
+    let stubs = root.join(dir).join("stubs");
+    let frameworks = stubs.join("Frameworks");
+    let mut args = Vec::new();
+    if stubs.is_dir() {
+        args.extend(["-L".to_owned(), format!("native={}", stubs.display())]);
+    }
+    if frameworks.is_dir() {
+        args.extend([
+            "-L".to_owned(),
+            format!("framework={}", frameworks.display()),
+        ]);
+    }
+    args
+}
+
+/// `cargo-zigbuild rustc --release --target <TARGET> -p <package> <select> -- <link args>`.
+fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
+    eprintln!("dist: building {}", artifact.what);
+    let mut command = Command::new("cargo-zigbuild");
+    command
+        .current_dir(root)
+        .args([
+            "rustc",
+            "--release",
+            "--target",
+            TARGET,
+            "-p",
+            artifact.package,
+        ])
+        .args(artifact.select)
+        .arg("--")
+        .args(stub_search_args(root, artifact.dir));
+    // Link through this executable (`crate::link`): export list, minimum macOS.
+    let this = std::env::current_exe().context("cannot find the xtask executable")?;
+    let mut linker = std::ffi::OsString::from("linker=");
+    linker.push(&this);
+    command
+        .arg("-C")
+        .arg(linker)
+        .arg("-C")
+        .arg(format!("link-arg={}", link::link_arg(TARGET)?))
+        .env(link::ENV_TARGET, TARGET);
+    let status = command.status().context("cannot run cargo-zigbuild")?;
+    if !status.success() {
+        bail!(
+            "cargo-zigbuild could not build {} for {TARGET} ({status}; its output is above)",
+            artifact.what
+        );
+    }
+    Ok(())
+}
+
+/// Copies a build output into dist (through a temporary file), saying what changed.
+fn install(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let data = std::fs::read(from)
+        .with_context(|| format!("cannot read build output {}", from.display()))?;
+    let previous = std::fs::read(to).ok();
+    let partial = to.with_extension("partial");
+    std::fs::copy(from, &partial)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), partial.display()))?;
+    std::fs::rename(&partial, to).with_context(|| format!("cannot write {}", to.display()))?;
+    let what = match previous {
+        None => "new",
+        Some(old) if old == data => "unchanged",
+        Some(_) => "replaced a different previous build",
+    };
+    eprintln!(
+        "dist: wrote {} ({} bytes, {what})",
+        to.display(),
+        data.len()
+    );
+    Ok(())
+}
+
+fn remove_stale(path: &Path, why: &str) -> anyhow::Result<()> {
+    if path.exists() {
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove stale {}", path.display()))?;
+        eprintln!("dist: removed the previous {} ({why})", path.display());
+    }
+    Ok(())
+}
+
+/// Every regular file under `dir` except `SHA256SUMS`, as sorted `/`-separated relative paths.
+fn artifact_paths(dir: &Path) -> anyhow::Result<Vec<String>> {
+    fn walk(base: &Path, dir: &Path, found: &mut Vec<String>) -> anyhow::Result<()> {
+        for entry in
+            std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                walk(base, &path, found)?;
+            } else if path.is_file() {
+                let relative = path.strip_prefix(base)?;
+                let parts: Vec<String> = relative
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                let name = parts.join("/");
+                if name != SUMS {
+                    found.push(name);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut found = Vec::new();
+    walk(dir, dir, &mut found)?;
+    found.sort();
+    Ok(found)
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `SHA256SUMS` for every artifact under `out`, in `sha256sum -c` format.
+fn write_sums(out: &Path) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for name in artifact_paths(out)? {
+        let data = std::fs::read(out.join(&name))?;
+        text += &format!("{}  {name}\n", sha256_hex(&data));
+    }
+    let path = out.join(SUMS);
+    std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "dist: wrote {} ({} file(s))",
+        path.display(),
+        text.lines().count()
+    );
+    Ok(())
+}
+
+/// Checks `SHA256SUMS` against the files: every line matches, every artifact is listed.
+pub fn check_sums(out: &Path) -> anyhow::Result<Vec<macho::Check>> {
+    let path = out.join(SUMS);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) => {
+            return Ok(vec![check(
+                "sums",
+                false,
+                format!("cannot read {}: {error}", path.display()),
+            )]);
+        }
+    };
+    let mut checks = Vec::new();
+    let mut listed = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let parsed = line
+            .split_once("  ")
+            .or_else(|| line.split_once(" *"))
+            .filter(|(hex, _)| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        let Some((expected, name)) = parsed else {
+            checks.push(check(
+                "sums",
+                false,
+                format!("{SUMS} line {}: not `<sha256>  <path>`", number + 1),
+            ));
+            continue;
+        };
+        listed.push(name.to_owned());
+        match std::fs::read(out.join(name)) {
+            Ok(data) if sha256_hex(&data) == expected.to_ascii_lowercase() => {
+                checks.push(check("sha256", true, format!("{name}: {expected}")));
+            }
+            Ok(_) => checks.push(check(
+                "sha256",
+                false,
+                format!("{name}: content does not match {SUMS}"),
+            )),
+            Err(error) => checks.push(check("sha256", false, format!("{name}: {error}"))),
+        }
+    }
+    for name in artifact_paths(out)? {
+        if !listed.contains(&name) {
+            checks.push(check(
+                "sha256",
+                false,
+                format!("{name}: not listed in {SUMS}"),
+            ));
+        }
+    }
+    if !listed.iter().any(|n| n == &format!("{TARGET}/{DYLIB}")) {
+        checks.push(check(
+            "sha256",
+            false,
+            format!("{TARGET}/{DYLIB} is not listed in {SUMS}"),
+        ));
+    }
+    Ok(checks)
+}
+
+fn check(name: &'static str, ok: bool, detail: String) -> macho::Check {
+    macho::Check { name, ok, detail }
+}
+
+/// Verifies everything in `out`; prints a report; returns the number of failed checks.
+fn verify(out: &Path) -> anyhow::Result<usize> {
+    let arch_dir = out.join(TARGET);
+    let mut failures = 0;
+    let mut section = |title: String, checks: Vec<macho::Check>| {
+        println!("{title}");
+        for c in &checks {
+            println!("  {c}");
+        }
+        failures += checks.iter().filter(|c| !c.ok).count();
+    };
+
+    let dylib = arch_dir.join(DYLIB);
+    match std::fs::read(&dylib) {
+        Ok(data) => {
+            let checks = match macho::inspect(&data) {
+                Ok(facts) => macho::check_shim(&facts),
+                Err(error) => vec![check("format", false, error.to_string())],
+            };
+            section(
+                format!("{} ({} bytes)", dylib.display(), data.len()),
+                checks,
+            );
+        }
+        Err(error) => section(
+            format!("{}", dylib.display()),
+            vec![check(
+                "present",
+                false,
+                format!("cannot read it: {error}; run `cargo xtask dist` first"),
+            )],
+        ),
+    }
+
+    let cli = arch_dir.join(CLI);
+    if let Ok(data) = std::fs::read(&cli) {
+        let checks = match macho::inspect(&data) {
+            Ok(facts) => macho::check_executable(&facts),
+            Err(error) => vec![check("format", false, error.to_string())],
+        };
+        section(format!("{} ({} bytes)", cli.display(), data.len()), checks);
+    } else {
+        println!("{} (not built; skipped)", cli.display());
+    }
+
+    section(format!("{}", out.join(SUMS).display()), check_sums(out)?);
+    Ok(failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-dist-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(TARGET)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn sums_round_trip_and_catch_changes() {
+        let dir = scratch("sums");
+        std::fs::write(dir.join(TARGET).join(DYLIB), b"dylib bytes").unwrap();
+        std::fs::write(dir.join(TARGET).join(CLI), b"cli bytes").unwrap();
+        write_sums(&dir).unwrap();
+        let text = std::fs::read_to_string(dir.join(SUMS)).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{}  {TARGET}/{CLI}\n{}  {TARGET}/{DYLIB}\n",
+                sha256_hex(b"cli bytes"),
+                sha256_hex(b"dylib bytes")
+            )
+        );
+        assert!(check_sums(&dir).unwrap().iter().all(|c| c.ok));
+
+        // Changed content, an unlisted file, a missing file: each fails.
+        std::fs::write(dir.join(TARGET).join(CLI), b"other").unwrap();
+        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
+        write_sums(&dir).unwrap();
+        std::fs::write(dir.join(TARGET).join("extra"), b"x").unwrap();
+        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
+        std::fs::remove_file(dir.join(TARGET).join("extra")).unwrap();
+        std::fs::remove_file(dir.join(TARGET).join(CLI)).unwrap();
+        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stub_folders_of_the_workspace() {
+        let root = workspace_root().unwrap();
+        let shim = stub_search_args(&root, SHIM.dir);
+        let cli = stub_search_args(&root, CAPSHIM_CLI.dir);
+        if std::env::consts::OS == "macos" {
+            assert!(shim.is_empty() && cli.is_empty());
+            return;
+        }
+        let native = |dir: &str| format!("native={}", root.join(dir).join("stubs").display());
+        assert_eq!(shim, ["-L".to_owned(), native(SHIM.dir)]);
+        assert_eq!(cli.len(), 4);
+        assert_eq!(cli[1], native(CAPSHIM_CLI.dir));
+        assert!(cli[3].starts_with("framework=") && cli[3].ends_with("stubs/Frameworks"));
+        assert!(root.join("crates/shim/stubs/libobjc.tbd").is_file());
+        for framework in ["Metal", "Foundation", "CoreGraphics"] {
+            let tbd = root.join(format!(
+                "crates/cli/stubs/Frameworks/{framework}.framework/{framework}.tbd"
+            ));
+            assert!(tbd.is_file(), "{} is missing", tbd.display());
+        }
+    }
+
+    /// Names declared in the `#[link(name = "objc")]` extern blocks of `source`.
+    fn objc_imports(source: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for block in source.split("#[link(name = \"objc\")]").skip(1) {
+            let body = &block[..block.find("\n}").unwrap_or(block.len())];
+            for part in body.split("fn ").skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn libobjc_stub_lists_exactly_what_the_apple_runtime_imports() {
+        let root = workspace_root().unwrap();
+        let runtime = root.join("crates/shim/src/runtime");
+        let mut imported = Vec::new();
+        for entry in std::fs::read_dir(&runtime).unwrap() {
+            let path = entry.unwrap().path();
+            // gnu.rs is GCC's runtime (Linux only); the rest is compiled for macOS.
+            if path.file_name().unwrap() != "gnu.rs" {
+                imported.extend(objc_imports(&std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        imported.sort();
+        let tbd = std::fs::read_to_string(root.join("crates/shim/stubs/libobjc.tbd")).unwrap();
+        let symbols = &tbd[tbd.find("symbols:").unwrap()..];
+        let symbols = &symbols[symbols.find('[').unwrap() + 1..symbols.find(']').unwrap()];
+        let mut listed: Vec<String> = symbols
+            .split([',', ' ', '\n'])
+            .filter(|s| !s.is_empty())
+            .map(|s| s.strip_prefix('_').unwrap_or(s).to_owned())
+            .collect();
+        listed.sort();
+        assert!(!imported.is_empty());
+        assert_eq!(listed, imported, "update crates/shim/stubs/libobjc.tbd");
+    }
+
+    #[test]
+    fn sha256_of_empty_input() {
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn missing_sums_file_fails() {
+        let dir = scratch("nosums");
+        let checks = check_sums(&dir).unwrap();
+        assert!(checks.iter().all(|c| !c.ok) && !checks.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -2,6 +2,10 @@
 
 mod demo;
 mod dist;
+mod link;
+mod macho;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -23,9 +27,23 @@ enum Task {
     Dist(dist::Args),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().task {
+fn main() -> ExitCode {
+    // `cargo xtask dist` also runs this executable as rustc's linker (see `link`).
+    if let Some(target) = std::env::var_os(link::ENV_TARGET) {
+        return link::main(
+            &target.to_string_lossy(),
+            std::env::args_os().skip(1).collect(),
+        );
+    }
+    let result = match Cli::parse().task {
         Task::Demo(args) => demo::run(args),
         Task::Dist(args) => dist::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
     }
 }

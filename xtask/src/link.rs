@@ -1,0 +1,292 @@
+//! The xtask binary as rustc's linker for the macOS artifacts: applies rustc's export list,
+//! then links with zig for the right minimum macOS.
+//!
+//! - rustc tells the macOS linker which symbols a cdylib exports with
+//!   `-exported_symbols_list <file>` (for libcapshim: none). zig's Mach-O linker ignores it,
+//!   so every external symbol of the Rust objects would be exported. zig does honour
+//!   private-external symbols (`N_PEXT`, what hidden visibility compiles to), so this wrapper
+//!   does what ld64 does with the list, before the link: every symbol defined in the objects
+//!   rustc passes and not on the list becomes private external.
+//! - cargo-zigbuild's own linker script passes `-target aarch64-macos-none`, for which zig
+//!   records its default minimum macOS (15.0) and ignores `-mmacosx-version-min`. The
+//!   wrapper runs the same `cargo-zigbuild zig cc` with `-target
+//!   aarch64-macos.<minimum>-none` instead ([`crate::macho::MINIMUM_MACOS`]).
+//!
+//! `cargo xtask dist` points rustc at this executable with `-C linker=` and sets
+//! [`ENV_TARGET`] to the Rust target triple.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+use object::macho;
+use object::macho::MachHeader64;
+use object::read::macho::{LoadCommandVariant, MachHeader};
+
+/// Set (to the target triple) when the xtask executable is started as a linker.
+pub const ENV_TARGET: &str = "CAPSHIM_XTASK_LINK_TARGET";
+
+/// Prefix of the link argument that carries the zig target (`-C link-arg=<prefix><target>`),
+/// removed before zig sees the arguments. Passing it on rustc's command line puts it in
+/// cargo's fingerprint: a new minimum macOS or a new wrapper version (the `v1`) relinks.
+pub const ARG_PREFIX: &str = "--xtask-link-v1=";
+
+/// The `-C link-arg=` value that selects `zig_target` (see [`ARG_PREFIX`]).
+pub fn link_arg(rust_target: &str) -> anyhow::Result<String> {
+    Ok(format!("{ARG_PREFIX}{}", zig_target(rust_target)?))
+}
+
+/// Entry point in linker mode: `args` are the linker arguments (without the program name).
+pub fn main(target: &str, args: Vec<OsString>) -> ExitCode {
+    match run(target, args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("xtask (linker wrapper for {target}): error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let mut zig_target = None;
+    args.retain(
+        |arg| match arg.to_str().and_then(|a| a.strip_prefix(ARG_PREFIX)) {
+            Some(value) => {
+                zig_target = Some(value.to_owned());
+                false
+            }
+            None => true,
+        },
+    );
+    let zig_target = zig_target.with_context(|| {
+        format!(
+            "no {ARG_PREFIX}<zig target> argument for {target}: the wrapper is started by \
+             `cargo xtask dist`, which passes it"
+        )
+    })?;
+    let mut written = Vec::new();
+    if let Some(list) = exported_symbols_list(&args) {
+        let text = std::fs::read_to_string(&list)
+            .with_context(|| format!("cannot read rustc's export list {}", list.display()))?;
+        let keep: HashSet<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        for arg in &mut args {
+            let path = Path::new(arg.as_os_str());
+            if path.extension() != Some(OsStr::new("o")) || !path.is_file() {
+                continue;
+            }
+            let mut data = std::fs::read(path)
+                .with_context(|| format!("cannot read object file {}", path.display()))?;
+            let hidden = hide_unlisted(&mut data, &keep)
+                .with_context(|| format!("cannot apply the export list to {}", path.display()))?;
+            if hidden > 0 {
+                // Leave rustc's file as it was; link a patched copy next to it.
+                let mut patched = path.as_os_str().to_owned();
+                patched.push(".exports-applied.o");
+                let patched = PathBuf::from(patched);
+                std::fs::write(&patched, &data)
+                    .with_context(|| format!("cannot write {}", patched.display()))?;
+                *arg = patched.clone().into_os_string();
+                written.push(patched);
+            }
+        }
+    }
+
+    // The arguments cargo-zigbuild's wrapper script gives `zig cc`, with a versioned target.
+    let status = Command::new("cargo-zigbuild")
+        .args([
+            "zig",
+            "cc",
+            "--",
+            "-g",
+            "-fno-sanitize=all",
+            "-target",
+            &zig_target,
+        ])
+        .args(&args)
+        .status()
+        .context("cannot start `cargo-zigbuild zig cc` (is cargo-zigbuild on PATH?)");
+    // rustc deletes its own objects after the link; do the same with the patched copies.
+    for path in written {
+        let _ = std::fs::remove_file(path);
+    }
+    let status = status?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
+}
+
+/// zig's name for a Rust Apple target, with the minimum macOS: `aarch64-macos.11.0-none`.
+fn zig_target(rust_target: &str) -> anyhow::Result<String> {
+    let Some(arch) = rust_target.strip_suffix("-apple-darwin") else {
+        bail!("the linker wrapper only links macOS targets, not {rust_target}");
+    };
+    let (major, minor) = crate::macho::MINIMUM_MACOS;
+    Ok(format!("{arch}-macos.{major}.{minor}-none"))
+}
+
+/// The file after `-Wl,-exported_symbols_list` (as `-Wl,<file>`, or joined with a comma).
+fn exported_symbols_list(args: &[OsString]) -> Option<PathBuf> {
+    let mut iter = args.iter().map(|a| a.to_string_lossy());
+    while let Some(arg) = iter.next() {
+        if arg == "-Wl,-exported_symbols_list" {
+            let next = iter.next()?;
+            return Some(PathBuf::from(next.strip_prefix("-Wl,").unwrap_or(&next)));
+        }
+        if let Some(file) = arg.strip_prefix("-Wl,-exported_symbols_list,") {
+            return Some(PathBuf::from(file));
+        }
+    }
+    None
+}
+
+/// Marks every external symbol defined in the 64-bit Mach-O object `data` and not in `keep`
+/// as private external (`N_PEXT`), in place. Returns how many symbols it changed.
+pub fn hide_unlisted(data: &mut [u8], keep: &HashSet<&str>) -> anyhow::Result<usize> {
+    let offsets = {
+        let view: &[u8] = data;
+        let header = MachHeader64::<object::Endianness>::parse(view, 0)
+            .context("not a 64-bit Mach-O file")?;
+        let endian = header.endian()?;
+        if header.filetype(endian) != macho::MH_OBJECT {
+            bail!("not a Mach-O object file (MH_OBJECT)");
+        }
+        let mut commands = header.load_commands(endian, view, 0)?;
+        let mut offsets = Vec::new();
+        while let Some(command) = commands.next()? {
+            let LoadCommandVariant::Symtab(symtab) = command.variant()? else {
+                continue;
+            };
+            let table = symtab.symbols::<MachHeader64<object::Endianness>, _>(endian, view)?;
+            let first = symtab.symoff.get(endian) as usize;
+            for (index, symbol) in table.iter().enumerate() {
+                let n_type = symbol.n_type;
+                let defined_external = n_type & macho::N_STAB == 0
+                    && n_type & macho::N_EXT != 0
+                    && n_type & macho::N_PEXT == 0
+                    && n_type & macho::N_TYPE == macho::N_SECT;
+                if !defined_external {
+                    continue;
+                }
+                let name = table
+                    .strings()
+                    .get(symbol.n_strx.get(endian))
+                    .map_err(|()| anyhow::anyhow!("symbol {index} has a bad name offset"))?;
+                if !keep.contains(String::from_utf8_lossy(name).as_ref()) {
+                    // struct nlist_64 { u32 n_strx; u8 n_type; ... }: 16 bytes each.
+                    offsets.push(first + index * 16 + 4);
+                }
+            }
+        }
+        offsets
+    };
+    for &offset in &offsets {
+        data[offset] |= macho::N_PEXT;
+    }
+    Ok(offsets.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object::write::{Object, Symbol, SymbolSection};
+    use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind, SymbolScope};
+
+    fn object_with(symbols: &[&str]) -> Vec<u8> {
+        let mut obj = Object::new(
+            BinaryFormat::MachO,
+            Architecture::Aarch64,
+            Endianness::Little,
+        );
+        let text = obj.section_id(object::write::StandardSection::Text);
+        let offset = obj.append_section_data(text, &[0xc0, 0x03, 0x5f, 0xd6], 4);
+        for name in symbols {
+            obj.add_symbol(Symbol {
+                name: name.as_bytes().to_vec(),
+                value: offset,
+                size: 4,
+                kind: SymbolKind::Text,
+                scope: SymbolScope::Dynamic,
+                weak: false,
+                section: SymbolSection::Section(text),
+                flags: SymbolFlags::None,
+            });
+        }
+        obj.write().unwrap()
+    }
+
+    fn exported(data: &[u8]) -> Vec<String> {
+        use object::{Object as _, ObjectSymbol};
+        let file = object::File::parse(data).unwrap();
+        let mut names: Vec<String> = file
+            .symbols()
+            .filter(|s| s.is_global() && !s.is_undefined() && s.scope() == SymbolScope::Dynamic)
+            .map(|s| s.name().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn hides_everything_not_listed() {
+        let mut data = object_with(&["keep_me", "_ZN4core3fmt5write", "rust_eh_personality"]);
+        assert_eq!(
+            exported(&data),
+            ["__ZN4core3fmt5write", "_keep_me", "_rust_eh_personality"]
+        );
+        // Mach-O names carry a leading underscore (the writer adds it), as in rustc's list.
+        let keep = HashSet::from(["_keep_me"]);
+        assert_eq!(hide_unlisted(&mut data, &keep).unwrap(), 2);
+        assert_eq!(exported(&data), ["_keep_me"]);
+        // Idempotent.
+        assert_eq!(hide_unlisted(&mut data, &keep).unwrap(), 0);
+    }
+
+    #[test]
+    fn empty_list_hides_all() {
+        let mut data = object_with(&["a", "b"]);
+        assert_eq!(hide_unlisted(&mut data, &HashSet::new()).unwrap(), 2);
+        assert!(exported(&data).is_empty());
+    }
+
+    #[test]
+    fn refuses_non_objects() {
+        let mut elf = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(hide_unlisted(&mut elf, &HashSet::new()).is_err());
+    }
+
+    #[test]
+    fn zig_targets() {
+        assert_eq!(
+            zig_target("aarch64-apple-darwin").unwrap(),
+            "aarch64-macos.11.0-none"
+        );
+        assert!(zig_target("x86_64-unknown-linux-gnu").is_err());
+    }
+
+    #[test]
+    fn finds_the_list_in_both_spellings() {
+        let split: Vec<OsString> = ["a.o", "-Wl,-exported_symbols_list", "-Wl,/tmp/list", "-lc"]
+            .map(OsString::from)
+            .to_vec();
+        assert_eq!(
+            exported_symbols_list(&split),
+            Some(PathBuf::from("/tmp/list"))
+        );
+        let joined: Vec<OsString> = ["-Wl,-exported_symbols_list,/x/list"]
+            .map(OsString::from)
+            .to_vec();
+        assert_eq!(
+            exported_symbols_list(&joined),
+            Some(PathBuf::from("/x/list"))
+        );
+        assert_eq!(exported_symbols_list(&[OsString::from("-lc")]), None);
+    }
+}
