@@ -40,17 +40,7 @@ MODEL_SCRIPT="$SCRIPT_DIR/make_tiny_model.py"
 PY="${PYTHON:-python3}"
 JOBS="${CAPSHIM_LLAMA_JOBS:-2}"
 CACHE="${CAPSHIM_LLAMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capshim/llama.cpp-py$LLAMA_PY_VERSION}"
-
-FORCE=0
-CHECK=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) FORCE=1 ;;
-    --check) CHECK=1 ;;
-    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
-  esac
-done
+case "$CACHE" in /*) ;; *) CACHE="$PWD/$CACHE" ;; esac   # paths printed are absolute
 
 log() { printf '[llama-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -69,7 +59,7 @@ tools_stamp_text() {
 model_stamp_text() {
   local h
   h="$(sha256sum "$MODEL_SCRIPT" | cut -d' ' -f1)"
-  printf '%smake_tiny_model.py=%s\n' "$(tools_stamp_text)" "$h"
+  printf '%s make_tiny_model.py=%s\n' "$(tools_stamp_text)" "$h"
 }
 
 tools_complete() {
@@ -89,39 +79,6 @@ print_paths() {
   echo "LLAMA_BIN_DIR=$BIN"
   echo "LLAMA_CACHE=$CACHE"
 }
-
-if [[ $FORCE == 0 ]] && tools_complete && model_complete; then
-  log "cache complete: $CACHE"
-  print_paths
-  exit 0
-fi
-if [[ $CHECK == 1 ]]; then
-  log "cache incomplete: $CACHE (run scripts/llama/build.sh)"
-  exit 1
-fi
-
-mkdir -p "$CACHE"
-CACHE="$(cd "$CACHE" && pwd)"   # absolute
-BIN="$CACHE/bin"; MODELS="$CACHE/models"
-Q4_MODEL="$MODELS/tiny-llama-q4_k_m.gguf"; F16_MODEL="$MODELS/tiny-llama-f16.gguf"
-TOOLS_STAMP="$CACHE/.stamp-tools"; MODEL_STAMP="$CACHE/.stamp-model"
-
-# One builder at a time per cache; others wait, then find it complete.
-exec 9>"$CACHE/.lock"
-if ! flock -n 9; then
-  log "another build holds $CACHE/.lock; waiting"
-  flock 9
-fi
-if [[ $FORCE == 0 ]] && tools_complete && model_complete; then
-  log "cache completed by another run: $CACHE"
-  print_paths
-  exit 0
-fi
-
-WORK="$CACHE/.work"        # kept across interrupted runs so compilation resumes
-mkdir -p "$WORK"
-T0=$SECONDS
-declare -A TIMES=()
 
 # ---------------------------------------------------------------- prerequisites
 ensure_prereqs() {
@@ -154,7 +111,8 @@ ensure_prereqs() {
   "$PY" -c 'import yaml' 2>/dev/null || pip_pkgs+=(pyyaml)
   if ((${#pip_pkgs[@]})); then
     log "pip install ${pip_pkgs[*]}"
-    "$PY" -m pip install -q --disable-pip-version-check "${pip_pkgs[@]}" >&2
+    # PIP_BREAK_SYSTEM_PACKAGES: allow a Debian system python (PEP 668); older pips ignore it.
+    PIP_BREAK_SYSTEM_PACKAGES=1 "$PY" -m pip install -q --disable-pip-version-check "${pip_pkgs[@]}" >&2
   fi
   if [[ -z "$CMAKE_BIN" ]]; then
     CMAKE_BIN="$("$PY" -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))')"
@@ -279,22 +237,70 @@ EOF
   model_stamp_text >"$CACHE/.stamp-model.tmp" && mv -f "$CACHE/.stamp-model.tmp" "$MODEL_STAMP"
 }
 
-if [[ $FORCE == 1 ]]; then rm -f "$TOOLS_STAMP" "$MODEL_STAMP"; fi
-ensure_prereqs
-if ! tools_complete; then
-  if [[ $FORCE == 1 ]]; then rm -rf "$WORK/build"; fi
-  RESUMED=0
-  if [[ -d "$WORK/build" ]]; then RESUMED=1; log "resuming the build left in $WORK/build"; fi
-  fetch_source
-  build_tools
-fi
-if ! model_complete; then
-  build_model
-fi
-tools_complete && model_complete || die "cache still incomplete after build (bug)"
-rm -rf "$WORK"
-for k in download extract build model_gen quantize smoke; do
-  [[ -n "${TIMES[$k]:-}" ]] && log "time $k: ${TIMES[$k]}s"
-done
-log "done in $((SECONDS - T0))s: $CACHE"
-print_paths
+# ---------------------------------------------------------------- main
+# Everything runs from functions, so bash has parsed the whole file before the
+# first command: editing this script while a build runs cannot break that build.
+main() {
+  local arg k
+  FORCE=0
+  CHECK=0
+  for arg in "$@"; do
+    case "$arg" in
+      --force) FORCE=1 ;;
+      --check) CHECK=1 ;;
+      -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
+    esac
+  done
+
+  if [[ $FORCE == 0 ]] && tools_complete && model_complete; then
+    log "cache complete: $CACHE"
+    print_paths
+    exit 0
+  fi
+  if [[ $CHECK == 1 ]]; then
+    log "cache incomplete: $CACHE (run scripts/llama/build.sh)"
+    exit 1
+  fi
+
+  mkdir -p "$CACHE"
+
+  # One builder at a time per cache; others wait, then find it complete.
+  exec 9>"$CACHE/.lock"
+  if ! flock -n 9; then
+    log "another build holds $CACHE/.lock; waiting"
+    flock 9
+  fi
+  if [[ $FORCE == 0 ]] && tools_complete && model_complete; then
+    log "cache completed by another run: $CACHE"
+    print_paths
+    exit 0
+  fi
+
+  WORK="$CACHE/.work"        # kept across interrupted runs so compilation resumes
+  mkdir -p "$WORK"
+  T0=$SECONDS
+  declare -gA TIMES=()
+
+  if [[ $FORCE == 1 ]]; then rm -f "$TOOLS_STAMP" "$MODEL_STAMP"; fi
+  ensure_prereqs
+  if ! tools_complete; then
+    if [[ $FORCE == 1 ]]; then rm -rf "$WORK/build"; fi
+    RESUMED=0
+    if [[ -d "$WORK/build" ]]; then RESUMED=1; log "resuming the build left in $WORK/build"; fi
+    fetch_source
+    build_tools
+  fi
+  if ! model_complete; then
+    build_model
+  fi
+  tools_complete && model_complete || die "cache still incomplete after build (bug)"
+  rm -rf "$WORK"
+  for k in download extract build model_gen quantize smoke; do
+    if [[ -n "${TIMES[$k]:-}" ]]; then log "time $k: ${TIMES[$k]}s"; fi
+  done
+  log "done in $((SECONDS - T0))s: $CACHE"
+  print_paths
+}
+
+main "$@"; exit $?
