@@ -1,6 +1,10 @@
 //! `capshim`: run a Metal workload with the capability shim, and see and prove what it did.
 
+mod bench;
+mod bundle;
 mod commands;
+mod export;
+mod llama;
 
 use std::process::ExitCode;
 

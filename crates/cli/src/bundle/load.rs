@@ -1,0 +1,105 @@
+//! Reading a bundle back into the analysis inputs, the same way for `bench` (right after the
+//! runs) and for `report` (later, after verifying the checksums).
+
+use std::path::Path;
+
+use super::BundleError;
+use super::manifest::{FORMAT, Manifest, SummaryFile};
+use crate::bench::results::{ArmInput, Role, RunInput};
+use crate::llama::{Activation, MetalReport, StatusEvent, read_bench_file};
+
+/// Reads `dir/summary.json`'s manifest.
+///
+/// # Errors
+/// [`BundleError::NotABundle`] when `summary.json` is missing or has no readable manifest.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| BundleError::NotABundle {
+        path: dir.to_path_buf(),
+        why: format!("cannot read summary.json: {e}"),
+    })?;
+    let file: SummaryFile = serde_json::from_str(&text).map_err(|e| BundleError::NotABundle {
+        path: dir.to_path_buf(),
+        why: format!("summary.json has no readable `bundle` manifest: {e}"),
+    })?;
+    if file.bundle.format != FORMAT {
+        return Err(BundleError::NotABundle {
+            path: dir.to_path_buf(),
+            why: format!(
+                "manifest format {} is not {FORMAT}: use the capshim version that wrote it",
+                file.bundle.format
+            ),
+        });
+    }
+    Ok(file.bundle)
+}
+
+/// The analysis inputs of a bundle's arms. With `prefix`, arm names become `<prefix>/<arm>`
+/// and the arms form one group (several bundles side by side).
+///
+/// # Errors
+/// Any raw file that cannot be read or parsed, naming it.
+pub fn load_arms(
+    dir: &Path,
+    manifest: &Manifest,
+    prefix: Option<&str>,
+) -> anyhow::Result<Vec<ArmInput>> {
+    let mut arms = Vec::new();
+    for arm in &manifest.arms {
+        let role = match arm.role.as_str() {
+            "stock" => Role::Stock,
+            "host" => Role::Host,
+            _ => Role::Other,
+        };
+        let mut runs = Vec::new();
+        let mut metal = Vec::new();
+        let mut activations = Vec::new();
+        for run in &arm.runs {
+            let rows = read_bench_file(&dir.join(&run.json))?;
+            runs.push(RunInput {
+                round: run.round,
+                path: dir.join(&run.json),
+                rows,
+            });
+            let stderr = match &run.stderr {
+                Some(rel) => {
+                    let path = dir.join(rel);
+                    std::fs::read_to_string(&path).map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot read {}: {e}; the bundle is incomplete",
+                            path.display()
+                        )
+                    })?
+                }
+                None => String::new(),
+            };
+            if run.stderr.is_some() {
+                metal.push((run.round, MetalReport::parse(&stderr)));
+            }
+            let events = match &run.status {
+                Some(rel) => {
+                    let path = dir.join(rel);
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    StatusEvent::parse_file(&path.display().to_string(), &text)?
+                }
+                None => Vec::new(),
+            };
+            if run.stderr.is_some() {
+                activations.push(Activation::from_evidence(arm.shim, &events, &stderr));
+            }
+        }
+        let name = match prefix {
+            Some(p) => format!("{p}/{}", arm.name),
+            None => arm.name.clone(),
+        };
+        arms.push(ArmInput {
+            name,
+            role,
+            group: prefix.map(str::to_string),
+            runs,
+            metal,
+            activation: Activation::combine(&activations),
+        });
+    }
+    Ok(arms)
+}
