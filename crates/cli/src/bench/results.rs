@@ -348,9 +348,15 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
                     samples: m.samples.len(),
                     speedup_vs_stock: stock_median.map(|s| median / s),
                     percent_of_host: host_median.map(|h| 100.0 * median / h),
-                    speedup_ci95: stock
-                        .as_ref()
-                        .and_then(|s| stats::bootstrap_ratio_ci(&m.samples, &s.samples)),
+                    speedup_ci95: stock.as_ref().and_then(|s| {
+                        let groups = |m: &Merged| -> Vec<Vec<f64>> {
+                            m.rounds.iter().map(|(_, v)| v.clone()).collect()
+                        };
+                        let (num, den) = (groups(&m), groups(s));
+                        let num: Vec<&[f64]> = num.iter().map(Vec::as_slice).collect();
+                        let den: Vec<&[f64]> = den.iter().map(Vec::as_slice).collect();
+                        stats::bootstrap_ratio_ci(&num, &den)
+                    }),
                     cv,
                     rounds,
                     samples_ts: m.samples.clone(),

@@ -101,27 +101,44 @@ impl Interval {
     }
 }
 
-/// 95% percentile-bootstrap interval of median(numerator) / median(denominator): both sample
-/// sets are resampled with replacement [`BOOTSTRAP_RESAMPLES`] times from a generator seeded
-/// with [`BOOTSTRAP_SEED`]. `None` when either set is empty.
-pub fn bootstrap_ratio_ci(numerator: &[f64], denominator: &[f64]) -> Option<Interval> {
-    if numerator.is_empty() || denominator.is_empty() {
+/// 95% percentile-bootstrap interval of median(numerator) / median(denominator).
+///
+/// Each side is a list of groups of samples, one group per llama-bench process (round):
+/// samples of one process share its conditions (placement, clock, neighbours), so they are
+/// not independent. Each resample therefore draws the groups with replacement, then samples
+/// within each drawn group with replacement (a two-level bootstrap); with a single group this is
+/// the ordinary bootstrap of the samples. [`BOOTSTRAP_RESAMPLES`] resamples from a generator
+/// seeded with [`BOOTSTRAP_SEED`]. `None` when either side has no samples.
+pub fn bootstrap_ratio_ci(numerator: &[&[f64]], denominator: &[&[f64]]) -> Option<Interval> {
+    let clean = |groups: &[&[f64]]| -> Vec<Vec<f64>> {
+        groups
+            .iter()
+            .filter(|g| !g.is_empty())
+            .map(|g| g.to_vec())
+            .collect()
+    };
+    let (num, den) = (clean(numerator), clean(denominator));
+    if num.is_empty() || den.is_empty() {
         return None;
     }
     let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
-    let mut a = vec![0.0; numerator.len()];
-    let mut b = vec![0.0; denominator.len()];
+    let mut pool = Vec::new();
+    let mut resample_median = |groups: &[Vec<f64>], rng: &mut SplitMix64| {
+        pool.clear();
+        for _ in 0..groups.len() {
+            let group = &groups[rng.below(groups.len())];
+            for _ in 0..group.len() {
+                pool.push(group[rng.below(group.len())]);
+            }
+        }
+        pool.sort_by(f64::total_cmp);
+        median_of_sorted(&pool)
+    };
     let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
     for _ in 0..BOOTSTRAP_RESAMPLES {
-        for slot in a.iter_mut() {
-            *slot = numerator[rng.below(numerator.len())];
-        }
-        for slot in b.iter_mut() {
-            *slot = denominator[rng.below(denominator.len())];
-        }
-        a.sort_by(f64::total_cmp);
-        b.sort_by(f64::total_cmp);
-        ratios.push(median_of_sorted(&a) / median_of_sorted(&b));
+        let a = resample_median(&num, &mut rng);
+        let b = resample_median(&den, &mut rng);
+        ratios.push(a / b);
     }
     ratios.sort_by(f64::total_cmp);
     let at =
@@ -182,16 +199,40 @@ mod tests {
     fn bootstrap_interval_brackets_the_ratio() {
         let stock = [10.0, 10.5, 9.5, 10.2, 9.8];
         let unlocked = [100.0, 101.0, 99.0, 100.5, 99.5];
-        let ci = bootstrap_ratio_ci(&unlocked, &stock).unwrap();
+        let ci = bootstrap_ratio_ci(&[&unlocked], &[&stock]).unwrap();
         assert!(ci.contains(100.0 / 10.0), "{ci:?}");
         assert!(ci.low > 9.0 && ci.high < 11.0, "{ci:?}");
         // Same samples, same interval.
-        assert_eq!(bootstrap_ratio_ci(&unlocked, &stock), Some(ci));
+        assert_eq!(bootstrap_ratio_ci(&[&unlocked], &[&stock]), Some(ci));
         // A/A: identical sets contain 1.
-        assert!(bootstrap_ratio_ci(&stock, &stock).unwrap().contains(1.0));
-        assert_eq!(bootstrap_ratio_ci(&[], &stock), None);
-        let one = bootstrap_ratio_ci(&[4.0], &[2.0]).unwrap();
+        assert!(
+            bootstrap_ratio_ci(&[&stock], &[&stock])
+                .unwrap()
+                .contains(1.0)
+        );
+        assert_eq!(bootstrap_ratio_ci(&[], &[&stock]), None);
+        assert_eq!(bootstrap_ratio_ci(&[&[]], &[&stock]), None);
+        let one = bootstrap_ratio_ci(&[&[4.0]], &[&[2.0]]).unwrap();
         assert_eq!((one.low, one.high), (2.0, 2.0));
+    }
+
+    #[test]
+    fn rounds_that_disagree_widen_the_interval() {
+        // Two processes per arm, each tight, but the processes differ by 10%: the pooled
+        // bootstrap would call the arms different; resampling processes does not.
+        let stock_r1 = [100.0, 100.5, 99.5, 100.2, 99.8];
+        let stock_r2 = [110.0, 110.5, 109.5, 110.2, 109.8];
+        let again_r1 = [104.0, 104.5, 103.5, 104.2, 103.8];
+        let again_r2 = [114.0, 114.5, 113.5, 114.2, 113.8];
+        let pooled_s: Vec<f64> = stock_r1.iter().chain(&stock_r2).copied().collect();
+        let pooled_a: Vec<f64> = again_r1.iter().chain(&again_r2).copied().collect();
+        let pooled = bootstrap_ratio_ci(&[&pooled_a], &[&pooled_s]).unwrap();
+        let grouped = bootstrap_ratio_ci(&[&again_r1, &again_r2], &[&stock_r1, &stock_r2]).unwrap();
+        assert!(
+            grouped.low < pooled.low && grouped.high > pooled.high,
+            "{grouped:?} {pooled:?}"
+        );
+        assert!(grouped.contains(1.0), "{grouped:?}");
     }
 
     proptest! {
@@ -207,7 +248,7 @@ mod tests {
             a in proptest::collection::vec(1.0f64..1e4, 1..12),
             b in proptest::collection::vec(1.0f64..1e4, 1..12),
         ) {
-            let ci = bootstrap_ratio_ci(&a, &b).unwrap();
+            let ci = bootstrap_ratio_ci(&[&a], &[&b]).unwrap();
             let (alo, ahi) = range(&a).unwrap();
             let (blo, bhi) = range(&b).unwrap();
             prop_assert!(ci.low <= ci.high);
