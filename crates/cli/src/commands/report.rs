@@ -130,7 +130,11 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         }
         arms.push(ArmInput {
             name: name.to_string(),
-            role: Role::Other,
+            role: match name {
+                "stock" => Role::Stock,
+                "host" => Role::Host,
+                _ => Role::Other,
+            },
             group: None,
             runs,
             metal: Vec::new(),
@@ -142,42 +146,27 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
             "nothing to report: give --arm NAME=FILE for each arm, or bundle directories written by `capshim bench`"
         );
     }
-    // Roles: explicit names win; --arm inputs default to the names `stock` and `host`.
-    let stock = args.stock.as_deref();
-    let host = args.host.as_deref();
-    for (flag, name) in [("--stock", stock), ("--host", host)] {
-        if let Some(name) = name {
-            if !arms.iter().any(|a| a.name == name) {
-                let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
-                bail!(
-                    "{flag} {name:?} names no arm; the arms are: {}",
-                    names.join(", ")
-                );
+    // Roles: an arm named by --stock / --host takes that role from every other arm; otherwise
+    // bundles keep their recorded roles and --arm arms go by the names `stock` and `host`.
+    for (flag, name, role) in [
+        ("--stock", args.stock.as_deref(), Role::Stock),
+        ("--host", args.host.as_deref(), Role::Host),
+    ] {
+        let Some(name) = name else { continue };
+        if !arms.iter().any(|a| a.name == name) {
+            let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+            bail!(
+                "{flag} {name:?} names no arm; the arms are: {}",
+                names.join(", ")
+            );
+        }
+        for arm in &mut arms {
+            if arm.name == name {
+                arm.role = role;
+            } else if arm.role == role {
+                arm.role = Role::Other;
             }
         }
-    }
-    for arm in &mut arms {
-        let from_bundle =
-            arm.group.is_some() || arm.metal.len() + usize::from(arm.activation.is_some()) > 0;
-        let default_role = if from_bundle {
-            arm.role
-        } else {
-            match arm.name.as_str() {
-                "stock" => Role::Stock,
-                "host" => Role::Host,
-                _ => Role::Other,
-            }
-        };
-        arm.role = match (stock, host) {
-            (Some(s), _) if arm.name == s => Role::Stock,
-            (_, Some(h)) if arm.name == h => Role::Host,
-            _ if (stock.is_some() && default_role == Role::Stock)
-                || (host.is_some() && default_role == Role::Host) =>
-            {
-                Role::Other
-            }
-            _ => default_role,
-        };
     }
     Ok(arms)
 }
