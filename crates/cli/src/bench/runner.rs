@@ -5,17 +5,136 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, bail};
 use capshim_profile::Profile;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::environment;
+use super::results::AnalyzeError;
 use super::results::{Role, Summary, analyze};
 use super::schedule::interleave;
-use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
-use crate::export;
+use crate::bundle::load::LoadError;
+use crate::bundle::{self, BundleError, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
+use crate::export::{self, ExportError};
+use crate::llama::bench_json::ParseError;
+use crate::llama::shim::StatusFileError;
 use crate::llama::{Activation, StatusEvent, read_bench_file};
+
+/// Why a bench run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// An extra llama-bench argument is refused.
+    #[error(
+        "the llama-bench option {arg:?} after `--` is refused: {why}; remove it from the extra arguments"
+    )]
+    RefusedArg {
+        /// The argument.
+        arg: String,
+        /// Why, and what to use instead.
+        why: &'static str,
+    },
+    /// The bundle could not be created or sealed.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// A file operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// llama-bench could not be started.
+    #[error("cannot start llama-bench {path}: {source}; check --llama-bench")]
+    Spawn {
+        /// The executable.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// llama-bench exited with an error.
+    #[error(
+        "llama-bench failed in arm {arm} round {round} ({status}); its stderr ({stderr}) ends with:\n  {tail}\n\
+         fix the cause above (model path, llama-bench options after `--`) and rerun"
+    )]
+    LlamaFailed {
+        /// The arm.
+        arm: String,
+        /// The round.
+        round: u32,
+        /// How it exited.
+        status: String,
+        /// Its stderr file.
+        stderr: PathBuf,
+        /// The last lines of its stderr.
+        tail: String,
+    },
+    /// llama-bench's output is unreadable.
+    #[error(transparent)]
+    Output(#[from] ParseError),
+    /// The shim's status file is unreadable.
+    #[error(transparent)]
+    Status(#[from] StatusFileError),
+    /// An unlocked arm ran stock.
+    #[error(
+        "the shim did not activate in arm {arm} round {round}: no `hooked` event in {status_file} and no \
+         `capshim: hooked` line in {stderr_file}; {said}. An \"unlocked\" arm that is silently stock would \
+         be a false result. Check that {INJECTION_VAR} can load {dylib} (macOS: the host setting \
+         ForceUnrestrictedDeviceFeatureLevel, SIP and hardened runtime; Linux has no Metal, so \
+         the shim never activates there), or pass --allow-inactive to measure anyway"
+    )]
+    NotActivated {
+        /// The arm.
+        arm: String,
+        /// The round.
+        round: u32,
+        /// The status file.
+        status_file: PathBuf,
+        /// The stderr file.
+        stderr_file: PathBuf,
+        /// What the shim said on stderr.
+        said: String,
+        /// The shim library.
+        dylib: String,
+    },
+    /// A raw file of the new bundle is unreadable.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The arms cannot be compared.
+    #[error(transparent)]
+    Analyze(#[from] AnalyzeError),
+    /// An output format failed.
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    /// A JSON file could not be written.
+    #[error("cannot serialize {what}: {source}")]
+    Json {
+        /// Which file.
+        what: &'static str,
+        /// The serializer's error.
+        source: serde_json::Error,
+    },
+    /// Any of the above, after the bundle directory was created.
+    #[error("bench stopped; the raw files written so far are in {dir}")]
+    Stopped {
+        /// The partial bundle.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<RunError>,
+    },
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RunError {
+    let path = path.to_path_buf();
+    move |source| RunError::Io {
+        action,
+        path,
+        source,
+    }
+}
 
 /// The variable the dynamic loader reads to inject a library into a process.
 pub const INJECTION_VAR: &str = if cfg!(target_os = "macos") {
@@ -55,14 +174,15 @@ pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
 ///
 /// # Errors
 /// Names the first refused option and what to do instead.
-pub fn check_extra_args(extra: &[String]) -> anyhow::Result<()> {
+pub fn check_extra_args(extra: &[String]) -> Result<(), RunError> {
     for arg in extra {
         let flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
         for (flags, why) in REFUSED_ARGS {
             if flags.contains(&flag) {
-                bail!(
-                    "the llama-bench option {arg:?} after `--` is refused: {why}; remove it from the extra arguments"
-                );
+                return Err(RunError::RefusedArg {
+                    arg: arg.clone(),
+                    why,
+                });
             }
         }
     }
@@ -219,15 +339,14 @@ pub struct FileId {
     pub sha256: String,
 }
 
-fn file_id(path: &Path) -> anyhow::Result<FileId> {
+fn file_id(path: &Path) -> Result<FileId, RunError> {
     let bytes = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
+        .map_err(io("cannot read", path))?
         .len();
     Ok(FileId {
         path: path.display().to_string(),
         bytes,
-        sha256: bundle::sums::sha256_file(path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
+        sha256: bundle::sums::sha256_file(path).map_err(io("cannot read", path))?,
     })
 }
 
@@ -283,11 +402,17 @@ pub struct Outcome {
 /// When llama-bench fails, its output is unreadable, an unlocked arm did not activate (without
 /// `allow_inactive`), or the bundle cannot be written. Raw files written so far stay in the
 /// bundle directory, which the error names.
-pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
+pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
     let started = time::now();
     let dir = bundle::create(plan.output.as_deref())?;
-    let dir_abs =
-        std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    run_in(plan, &dir, started).map_err(|e| RunError::Stopped {
+        dir: dir.clone(),
+        source: Box::new(e),
+    })
+}
+
+fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
+    let dir_abs = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
     let args = plan.llama_args();
     let slots = interleave(plan.arms.len(), plan.rounds);
     let progress = ProgressBar::new(slots.len() as u64);
@@ -317,12 +442,6 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
             .collect(),
     };
     let mut records = Vec::new();
-    let fail = |e: anyhow::Error| {
-        e.context(format!(
-            "bench stopped; the raw files written so far are in {}",
-            dir.display()
-        ))
-    };
     for slot in &slots {
         let arm = &plan.arms[slot.arm];
         let message = format!("arm {}, round {}/{}", arm.name, slot.round, plan.rounds);
@@ -346,8 +465,7 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
             &json_rel,
             &stderr_rel,
             status_rel.as_deref(),
-        )
-        .map_err(fail)?;
+        )?;
         records.push(record);
         manifest.arms[slot.arm].runs.push(ManifestRun {
             round: slot.round,
@@ -362,7 +480,7 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
     if let Some(baseline) = &plan.baseline {
         let rel = format!("{RAW_DIR}/host.json");
         std::fs::copy(baseline, dir.join(&rel))
-            .with_context(|| format!("cannot copy {} into the bundle", baseline.display()))?;
+            .map_err(io("cannot copy into the bundle", baseline))?;
         manifest.arms.push(ManifestArm {
             name: "host".into(),
             role: "host".into(),
@@ -377,13 +495,17 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
         });
     }
 
-    let arms = bundle::load_arms(&dir, &manifest, None)?;
+    let arms = bundle::load_arms(dir, &manifest, None)?;
     let summary = analyze(&arms)?;
     let summary_json = serde_json::to_string_pretty(&SummaryFile {
         summary: &summary,
         bundle: &manifest,
+    })
+    .map_err(|source| RunError::Json {
+        what: "summary.json",
+        source,
     })? + "\n";
-    std::fs::write(dir.join("summary.json"), &summary_json)?;
+    write(dir, "summary.json", &summary_json)?;
     let mut markdown = String::new();
     for exporter in export::all() {
         if exporter.file_name() == "summary.json" {
@@ -393,7 +515,7 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
         if exporter.file_name() == "report.md" {
             markdown = text.clone();
         }
-        std::fs::write(dir.join(exporter.file_name()), text)?;
+        write(dir, exporter.file_name(), &text)?;
     }
 
     let first_row = arms
@@ -422,16 +544,22 @@ pub fn run(plan: &Plan) -> anyhow::Result<Outcome> {
         rounds: plan.rounds,
         runs: &records,
     };
-    std::fs::write(
-        dir.join("environment.json"),
-        serde_json::to_string_pretty(&env)? + "\n",
-    )?;
-    bundle::write_sums(&dir)?;
+    let env = serde_json::to_string_pretty(&env).map_err(|source| RunError::Json {
+        what: "environment.json",
+        source,
+    })? + "\n";
+    write(dir, "environment.json", &env)?;
+    bundle::write_sums(dir)?;
     Ok(Outcome {
-        dir,
+        dir: dir.to_path_buf(),
         markdown,
         summary_json,
     })
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), RunError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(io("cannot write", &path))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -444,12 +572,12 @@ fn run_one(
     json_rel: &str,
     stderr_rel: &str,
     status_rel: Option<&str>,
-) -> anyhow::Result<RunRecord> {
+) -> Result<RunRecord, RunError> {
     let json_path = dir.join(json_rel);
     let stderr_path = dir.join(stderr_rel);
     let status_path = status_rel.map(|r| dir.join(r));
     if let Some(p) = &status_path {
-        std::fs::write(p, "").with_context(|| format!("cannot create {}", p.display()))?;
+        std::fs::write(p, "").map_err(io("cannot create", p))?;
     }
     let env = arm_env(
         arm.profile.as_ref(),
@@ -460,14 +588,8 @@ fn run_one(
     let mut cmd = Command::new(&plan.llama_bench);
     cmd.args(args)
         .stdin(Stdio::null())
-        .stdout(
-            std::fs::File::create(&json_path)
-                .with_context(|| format!("cannot create {}", json_path.display()))?,
-        )
-        .stderr(
-            std::fs::File::create(&stderr_path)
-                .with_context(|| format!("cannot create {}", stderr_path.display()))?,
-        );
+        .stdout(std::fs::File::create(&json_path).map_err(io("cannot create", &json_path))?)
+        .stderr(std::fs::File::create(&stderr_path).map_err(io("cannot create", &stderr_path))?);
     for name in &env.removed {
         cmd.env_remove(name);
     }
@@ -478,24 +600,22 @@ fn run_one(
     argv.extend(args.iter().cloned());
     let started = time::now();
     let clock = Instant::now();
-    let status = cmd.status().with_context(|| {
-        format!(
-            "cannot start llama-bench {}; check --llama-bench",
-            plan.llama_bench.display()
-        )
+    let status = cmd.status().map_err(|source| RunError::Spawn {
+        path: plan.llama_bench.clone(),
+        source,
     })?;
     let seconds = clock.elapsed().as_secs_f64();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     if !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        bail!(
-            "llama-bench failed in arm {} round {round} ({status}); its stderr ({}) ends with:\n  {}\n\
-             fix the cause above (model path, llama-bench options after `--`) and rerun",
-            arm.name,
-            stderr_path.display(),
-            tail.join("\n  ")
-        );
+        return Err(RunError::LlamaFailed {
+            arm: arm.name.clone(),
+            round,
+            status: status.to_string(),
+            stderr: stderr_path,
+            tail: tail.join("\n  "),
+        });
     }
     read_bench_file(&json_path)?;
     if let (Some(_), Some(path)) = (&arm.profile, &status_path) {
@@ -508,20 +628,18 @@ fn run_one(
             } else {
                 format!("it said: {}", activation.stderr_lines.join(" | "))
             };
-            bail!(
-                "the shim did not activate in arm {} round {round}: no `hooked` event in {} and no \
-                 `capshim: hooked` line in {}; {said}. An \"unlocked\" arm that is silently stock would \
-                 be a false result. Check that {INJECTION_VAR} can load {} (macOS: the host setting \
-                 ForceUnrestrictedDeviceFeatureLevel, SIP and hardened runtime; Linux has no Metal, so \
-                 the shim never activates there), or pass --allow-inactive to measure anyway",
-                arm.name,
-                path.display(),
-                stderr_path.display(),
-                plan.dylib
+            return Err(RunError::NotActivated {
+                arm: arm.name.clone(),
+                round,
+                status_file: path.clone(),
+                stderr_file: stderr_path,
+                said,
+                dylib: plan
+                    .dylib
                     .as_deref()
                     .map(|d| d.display().to_string())
-                    .unwrap_or_default()
-            );
+                    .unwrap_or_default(),
+            });
         }
     }
     let mut command_line: Vec<String> = env

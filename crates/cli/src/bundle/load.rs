@@ -34,16 +34,35 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
     Ok(file.bundle)
 }
 
+/// A raw file of a bundle that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A llama-bench output is unreadable.
+    #[error(transparent)]
+    Bench(#[from] crate::llama::bench_json::ParseError),
+    /// A stderr capture is unreadable.
+    #[error("cannot read {path}: {source}; the bundle is incomplete: rerun `capshim bench`")]
+    Stderr {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A status file is not the shim's.
+    #[error(transparent)]
+    Status(#[from] crate::llama::shim::StatusFileError),
+}
+
 /// The analysis inputs of a bundle's arms. With `prefix`, arm names become `<prefix>/<arm>`
 /// and the arms form one group (several bundles side by side).
 ///
 /// # Errors
-/// Any raw file that cannot be read or parsed, naming it.
+/// [`LoadError`] naming any raw file that cannot be read or parsed.
 pub fn load_arms(
     dir: &Path,
     manifest: &Manifest,
     prefix: Option<&str>,
-) -> anyhow::Result<Vec<ArmInput>> {
+) -> Result<Vec<ArmInput>, LoadError> {
     let mut arms = Vec::new();
     for arm in &manifest.arms {
         let role = match arm.role.as_str() {
@@ -64,12 +83,8 @@ pub fn load_arms(
             let stderr = match &run.stderr {
                 Some(rel) => {
                     let path = dir.join(rel);
-                    std::fs::read_to_string(&path).map_err(|e| {
-                        anyhow::anyhow!(
-                            "cannot read {}: {e}; the bundle is incomplete",
-                            path.display()
-                        )
-                    })?
+                    std::fs::read_to_string(&path)
+                        .map_err(|source| LoadError::Stderr { path, source })?
                 }
                 None => String::new(),
             };

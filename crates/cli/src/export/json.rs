@@ -1,6 +1,6 @@
 //! `summary.json` / `--json`: the whole [`Summary`], pretty-printed.
 
-use super::Exporter;
+use super::{ExportError, Exporter};
 use crate::bench::results::Summary;
 
 /// JSON output.
@@ -11,7 +11,7 @@ impl Exporter for Json {
         "summary.json"
     }
 
-    fn render(&self, summary: &Summary) -> anyhow::Result<String> {
+    fn render(&self, summary: &Summary) -> Result<String, ExportError> {
         let mut text = serde_json::to_string_pretty(summary)?;
         text.push('\n');
         Ok(text)

@@ -2,7 +2,7 @@
 //! each other arm, speedup, percent of host), then the per-arm details, what the workload
 //! reported, and the warnings.
 
-use super::{Exporter, cell, format_percent, format_speedup, format_ts};
+use super::{ExportError, Exporter, cell, format_percent, format_speedup, format_ts};
 use crate::bench::results::Summary;
 use crate::bench::stats;
 
@@ -67,7 +67,7 @@ impl Exporter for Markdown {
         "report.md"
     }
 
-    fn render(&self, summary: &Summary) -> anyhow::Result<String> {
+    fn render(&self, summary: &Summary) -> Result<String, ExportError> {
         Ok(render(summary))
     }
 }

@@ -8,6 +8,20 @@ pub mod svg;
 
 use crate::bench::results::{ArmStats, Summary};
 
+/// Why a format could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The CSV writer failed.
+    #[error("cannot write the CSV table: {0}")]
+    Csv(String),
+    /// JSON serialization failed.
+    #[error("cannot write the JSON summary: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The chart backend failed.
+    #[error("cannot draw the chart: {0}")]
+    Svg(String),
+}
+
 /// Renders a summary in one format.
 pub trait Exporter {
     /// The file name this format is stored under in an evidence bundle.
@@ -16,7 +30,7 @@ pub trait Exporter {
     ///
     /// # Errors
     /// Only when the underlying writer fails (the SVG drawing backend).
-    fn render(&self, summary: &Summary) -> anyhow::Result<String>;
+    fn render(&self, summary: &Summary) -> Result<String, ExportError>;
 }
 
 /// A throughput in tokens/s with two decimals, or `missing`.

@@ -5,7 +5,7 @@
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
-use super::{Exporter, cell};
+use super::{ExportError, Exporter, cell};
 use crate::bench::results::{Role, Summary};
 
 /// SVG chart output.
@@ -35,8 +35,8 @@ impl Exporter for Svg {
         "chart.svg"
     }
 
-    fn render(&self, summary: &Summary) -> anyhow::Result<String> {
-        draw(summary).map_err(|e| anyhow::anyhow!("cannot draw the chart: {e}"))
+    fn render(&self, summary: &Summary) -> Result<String, ExportError> {
+        draw(summary).map_err(|e| ExportError::Svg(e.to_string()))
     }
 }
 
