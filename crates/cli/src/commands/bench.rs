@@ -218,7 +218,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
             &path,
             "shim library",
             &format!(
-                "build it (cargo build -p capshim-shim puts {DYLIB_NAME} next to capshim) or give it with --dylib PATH; \
+                "build the shim (crates/shim: `cargo build` puts {DYLIB_NAME} in target/<profile>/, next to capshim) or give it with --dylib PATH; \
                  it is injected with {INJECTION_VAR}"
             ),
         )?)
