@@ -31,6 +31,22 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
             ),
         });
     }
+    for run in file.bundle.arms.iter().flat_map(|a| &a.runs) {
+        let paths = [Some(&run.json), run.stderr.as_ref(), run.status.as_ref()];
+        for rel in paths.into_iter().flatten() {
+            let inside = Path::new(rel)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(BundleError::NotABundle {
+                    path: dir.to_path_buf(),
+                    why: format!(
+                        "its manifest names {rel:?}, outside the bundle; only files inside it are checked"
+                    ),
+                });
+            }
+        }
+    }
     Ok(file.bundle)
 }
 
@@ -117,4 +133,37 @@ pub fn load_arms(
         });
     }
     Ok(arms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_paths_must_stay_inside_the_bundle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let manifest = |json: &str| {
+            format!(
+                r#"{{"rows":[],"bundle":{{"format":1,"arms":[{{"name":"stock","role":"stock","profile":"stock","shim":false,
+                "runs":[{{"round":1,"json":{json},"stderr":null,"status":null}}]}}]}}}}"#
+            )
+        };
+        std::fs::write(
+            tmp.path().join("summary.json"),
+            manifest("\"raw/stock-r1.json\""),
+        )
+        .unwrap();
+        assert_eq!(
+            read_manifest(tmp.path()).unwrap().arms[0].runs[0].json,
+            "raw/stock-r1.json"
+        );
+        for bad in ["\"../outside.json\"", "\"/etc/passwd\"", "\"raw/../../x\""] {
+            std::fs::write(tmp.path().join("summary.json"), manifest(bad)).unwrap();
+            let err = read_manifest(tmp.path()).unwrap_err().to_string();
+            assert!(err.contains("outside the bundle"), "{bad}: {err}");
+        }
+        std::fs::write(tmp.path().join("summary.json"), "{}").unwrap();
+        let err = read_manifest(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("is not a capshim evidence bundle"), "{err}");
+    }
 }
