@@ -301,12 +301,10 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
                 .filter(|h| h.name != arm.name)
                 .and_then(|h| merged(h, key));
             let cv = stats::coefficient_of_variation(&m.samples);
+            let mut noise = Vec::new();
             if let Some(cv) = cv.filter(|cv| *cv > stats::CV_WARNING) {
-                warnings.push(format!(
-                    "arm {}, {}: samples vary by {:.1}% (coefficient of variation above {:.0}%): \
-                     another workload may have been running; rerun on a quiet machine",
-                    arm.name,
-                    key,
+                noise.push(format!(
+                    "samples vary by {:.1}% (coefficient of variation above {:.0}%)",
                     cv * 100.0,
                     stats::CV_WARNING * 100.0
                 ));
@@ -328,13 +326,18 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
                     .iter()
                     .map(|r| format!("r{} {:.2}", r.round, r.median_ts))
                     .collect();
-                warnings.push(format!(
-                    "arm {}, {}: round medians drift apart by {:.1}% ({} tokens/s): \
-                     the machine changed during the run; rerun on a quiet machine",
-                    arm.name,
-                    key,
+                noise.push(format!(
+                    "round medians drift apart by {:.1}% ({} tokens/s)",
                     drift * 100.0,
                     each.join(", ")
+                ));
+            }
+            if !noise.is_empty() {
+                warnings.push(format!(
+                    "arm {}, {}: {}: another workload may have been running; rerun on a quiet machine",
+                    arm.name,
+                    key,
+                    noise.join(" and ")
                 ));
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
