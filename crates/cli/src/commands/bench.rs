@@ -253,7 +253,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
 }
 
 /// Runs `capshim bench`.
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let (plan, json) = plan(args)?;
     let outcome = runner::run(&plan)?;
     if json {

@@ -26,7 +26,7 @@ enum Command {
 /// Runs the chosen subcommand and returns the process exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Bench(args) => bench::run(args),
-        Command::Report(args) => report::run(args),
+        Command::Bench(args) => bench::execute(args),
+        Command::Report(args) => report::execute(args),
     }
 }

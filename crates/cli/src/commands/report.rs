@@ -172,7 +172,7 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
 }
 
 /// Runs `capshim report`.
-pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let arms = match arm_inputs(&args) {
         Ok(arms) => arms,
         Err(e) => {
