@@ -1,10 +1,19 @@
 //! `capshim`: run a Metal workload with the capability shim, and see and prove what it did.
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod bundle;
 mod commands;
+mod deploy;
+mod device_report;
+mod explain;
 mod export;
+mod launch;
 mod llama;
+mod macho;
+mod platform;
+mod profile_args;
 
 use std::process::ExitCode;
 

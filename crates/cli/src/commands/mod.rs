@@ -1,11 +1,17 @@
 //! One module per subcommand; each is thin and calls into the concept modules.
 
+mod agent;
+mod bench;
+mod explain;
+mod host;
+mod probe;
+mod profiles;
+mod report;
+mod run;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-pub mod bench;
-pub mod report;
 
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
 #[derive(Debug, Parser)]
@@ -17,6 +23,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// List the named profiles (stock, apple9-64k, host) with their values and provenance
+    Profiles(profiles::ProfilesArgs),
+    Explain(explain::ExplainArgs),
+    Run(run::RunArgs),
+    Probe(probe::ProbeArgs),
+    Agent(agent::AgentArgs),
+    Host(host::HostArgs),
     /// Measure stock vs unlocked (vs host) with llama-bench into an evidence bundle.
     Bench(bench::BenchArgs),
     /// Turn llama-bench JSON files or evidence bundles into the comparison table.
@@ -26,6 +39,12 @@ enum Command {
 /// Runs the chosen subcommand and returns the process exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Profiles(args) => profiles::execute(args),
+        Command::Explain(args) => explain::execute(args),
+        Command::Run(args) => run::execute(args),
+        Command::Probe(args) => probe::execute(args),
+        Command::Agent(args) => agent::execute(args),
+        Command::Host(args) => host::execute(args),
         Command::Bench(args) => bench::execute(args),
         Command::Report(args) => report::execute(args),
     }

@@ -151,7 +151,7 @@ pub fn inert_shim(dir: &Path) -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let real = target.join("debug").join(name);
     if real.is_file() {
-        return real;
+        return real.canonicalize().unwrap();
     }
     let src = dir.join("empty.c");
     std::fs::write(&src, "int capshim_test_inert;\n").unwrap();

@@ -1,0 +1,181 @@
+//! `capshim agent`: a per-user LaunchAgent that runs one workload with the shim.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
+use crate::launch::environment::{LogArg, ScopeArg, ShimSettings, append_library};
+use crate::launch::{Os, dylib};
+use crate::profile_args::ProfileArgs;
+
+/// Write a per-user LaunchAgent that runs a program with the shim (macOS launchd)
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Prints the property list (launchd.plist) on stdout, or with --install writes it to
+~/Library/LaunchAgents/LABEL.plist (never replacing an existing file unless --force) and
+prints the launchctl commands to load, restart and unload it. ProgramArguments holds one
+entry per argument; EnvironmentVariables holds only the shim's CAPSHIM_* variables and
+DYLD_INSERT_LIBRARIES. The program, the library and the log paths must be absolute.
+
+Examples:
+  capshim agent --label com.example.llama-server --profile host \\
+      --stderr /tmp/llama-server.err.log -- /opt/llama/bin/llama-server -m /models/m.gguf
+  capshim agent --label com.example.llama-server --install -- /opt/llama/bin/llama-server
+  launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/com.example.llama-server.plist
+
+Exit codes:
+  0  written (or printed)
+  1  error: bad label, relative path, the agent file exists without --force, bad profile
+  2  usage error")]
+pub struct AgentArgs {
+    /// launchd label, also the file name, e.g. com.example.llama-server
+    #[arg(long, value_name = "LABEL")]
+    label: String,
+
+    #[command(flatten)]
+    profile: ProfileArgs,
+
+    /// Absolute path of libcapshim.dylib (default: searched like `capshim run` does)
+    #[arg(long, value_name = "PATH")]
+    dylib: Option<PathBuf>,
+
+    /// Whether the program's children inherit the shim
+    #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
+    scope: ScopeArg,
+
+    /// Activate only in processes with this executable name (default: the program's own name)
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    only_process: Option<String>,
+
+    /// What the shim logs on stderr (default: activation)
+    #[arg(long, value_enum)]
+    log: Option<LogArg>,
+
+    /// Absolute path the shim appends JSON status lines to (CAPSHIM_STATUS_FILE)
+    #[arg(long, value_name = "PATH")]
+    status_file: Option<PathBuf>,
+
+    /// StandardOutPath: absolute path for the program's stdout
+    #[arg(long, value_name = "PATH")]
+    stdout: Option<PathBuf>,
+
+    /// StandardErrorPath: absolute path for the program's stderr (and the shim's log line)
+    #[arg(long, value_name = "PATH")]
+    stderr: Option<PathBuf>,
+
+    /// Restart the program whenever it exits (KeepAlive)
+    #[arg(long)]
+    keep_alive: bool,
+
+    /// Write ~/Library/LaunchAgents/LABEL.plist instead of printing the plist
+    #[arg(long)]
+    install: bool,
+
+    /// With --install, replace an existing LABEL.plist
+    #[arg(long, requires = "install")]
+    force: bool,
+
+    /// The program (absolute path) and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    program: Vec<OsString>,
+}
+
+fn utf8(what: &'static str, text: &OsString) -> Result<String, AgentError> {
+    text.to_str()
+        .map(str::to_string)
+        .ok_or(AgentError::NotUtf8 { what })
+}
+
+fn absolute(what: &'static str, path: &Option<PathBuf>) -> Result<(), AgentError> {
+    path.as_deref().map_or(Ok(()), |p| check_absolute(what, p))
+}
+
+/// Runs `capshim agent`.
+pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    check_label(&args.label)?;
+    let program = Path::new(&args.program[0]);
+    check_absolute("the program", program)?;
+    absolute("--stdout", &args.stdout)?;
+    absolute("--stderr", &args.stderr)?;
+    absolute("--status-file", &args.status_file)?;
+    absolute("--dylib", &args.dylib)?;
+
+    let resolved = args.profile.resolve()?;
+    let Some(profile) = resolved.profile else {
+        bail!(
+            "--profile stock runs without the shim, so it needs no capshim agent; pick another profile (default apple9-64k)"
+        );
+    };
+    let library = dylib::locate(args.dylib.as_deref(), Os::MacOs)?;
+    if library.exists() {
+        dylib::check(&library, Os::MacOs)?;
+    } else {
+        eprintln!(
+            "capshim: warning: {} does not exist on this machine; make sure it does where the agent runs",
+            library.display()
+        );
+    }
+
+    let settings = ShimSettings {
+        profile: Some(profile),
+        library: library.clone(),
+        scope: args.scope,
+        only_process: args.only_process.map(|name| {
+            if name.is_empty() {
+                program
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            } else {
+                name
+            }
+        }),
+        log: args.log,
+        status_file: args.status_file,
+    };
+    let mut environment = Vec::new();
+    for (name, value) in settings.shim_vars() {
+        environment.push((name.to_string(), utf8("a shim variable", &value)?));
+    }
+    environment.push((
+        Os::MacOs.injection_var().to_string(),
+        utf8("--dylib", &append_library(None, library.as_os_str()))?,
+    ));
+    let agent = Agent {
+        label: args.label,
+        program_arguments: args
+            .program
+            .iter()
+            .map(|a| utf8("a program argument", a))
+            .collect::<Result<_, _>>()?,
+        environment,
+        stdout: args.stdout,
+        stderr: args.stderr,
+        keep_alive: args.keep_alive,
+    };
+
+    if !args.install {
+        print!("{}", agent.to_xml());
+        eprintln!(
+            "capshim: profile {resolved}; save this as ~/Library/LaunchAgents/{}.plist, or rerun with --install",
+            agent.label
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or(AgentError::NoHome)?;
+    let path = agent
+        .install(&home, args.force)
+        .with_context(|| format!("installing LaunchAgent {}", agent.label))?;
+    println!("wrote {} (profile {resolved})", path.display());
+    for (what, command) in agent.launchctl_commands(&path) {
+        println!("  {what:<16} {command}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,58 @@
+//! `capshim explain`: what a profile will change, before you try it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::device_report::DeviceReport;
+use crate::explain;
+use crate::profile_args::ProfileArgs;
+
+/// Show what a profile changes: every MTLGPUFamily answer, threadgroup memory and working set
+/// before -> after, and what llama.cpp and MLX will decide
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Starts from the stock Apple Paravirtual device's answers (or a `capshim probe --json` file)
+and applies the profile with the same policy functions the shim uses: only Apple families
+(1001-1999) and threadgroup memory are raised, the working set only when configured, never
+lowered; Mac, Common, MacCatalyst and Metal families are never changed.
+
+Examples:
+  capshim explain                                   # the default profile, apple9-64k
+  capshim explain --profile host --cpu-brand \"Apple M1 Ultra (Virtual)\"
+  capshim explain --family-max 1007 --threadgroup-memory 32768 --json
+  capshim probe --json > guest.json && capshim explain --stock guest.json --profile host
+
+Exit codes:
+  0  explained
+  1  error: bad profile options, unreadable or invalid --stock file (message on stderr)
+  2  usage error")]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    profile: ProfileArgs,
+    /// Start from this `capshim probe --json` file instead of the built-in stock answers
+    #[arg(long, value_name = "FILE.json")]
+    stock: Option<PathBuf>,
+    /// Print JSON: {"profile":…,"before":…,"after":…,"consumers":…}
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `capshim explain`.
+pub fn execute(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let profile = args.profile.resolve()?;
+    let report = args.stock.as_deref().map(DeviceReport::read).transpose()?;
+    let label = args
+        .stock
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let e = explain::explain(&profile, report.as_ref().map(|r| (label.as_str(), r)));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+    } else {
+        print!("{}", explain::render(&e));
+    }
+    Ok(ExitCode::SUCCESS)
+}

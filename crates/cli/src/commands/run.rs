@@ -1,0 +1,240 @@
+//! `capshim run`: one workload with the shim, and proof of whether it activated.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::Args;
+
+use crate::launch::environment::{LogArg, ScopeArg, ShimSettings, child_env};
+use crate::launch::preflight::{self, PreflightError};
+use crate::launch::signals::Forwarder;
+use crate::launch::status::Summary;
+use crate::launch::{Os, dylib, exit};
+use crate::profile_args::ProfileArgs;
+
+/// Exit code when capshim itself fails before running the command (as `env` and `nohup` use).
+pub const EXIT_CAPSHIM_FAILED: u8 = 125;
+/// Exit code when the command exists but cannot be executed (as a shell reports it).
+pub const EXIT_NOT_EXECUTABLE: u8 = 126;
+/// Exit code when the command is not found (as a shell reports it).
+pub const EXIT_NOT_FOUND: u8 = 127;
+/// Exit code for `--require-active` when the shim did not activate.
+pub const EXIT_NOT_ACTIVE: u8 = 4;
+
+/// Run one command with the shim injected for it (and, by default, its children), then say
+/// on stderr whether the shim activated
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Sets the shim's CAPSHIM_* variables and the injection variable (DYLD_INSERT_LIBRARIES on
+macOS, LD_PRELOAD on Linux, appended to any existing value) for this command only, runs it
+with stdin/stdout/stderr attached, and afterwards prints one line on stderr from the shim's
+status file: `capshim: activated: hooked CLASS in PROCESS (pid N)` or
+`capshim: not activated: …` with the reason. Inherited CAPSHIM_* and LUME_METAL_* variables
+are dropped so exactly the chosen profile applies. capshim outlives Ctrl-C (the command gets
+it too) and passes SIGTERM and SIGHUP on to the command, so the line is always printed.
+
+The shim library (libcapshim.dylib on macOS, libcapshim.so on Linux) is, unless --dylib is
+given, the first found of: next to the capshim executable; ../lib/capshim/ beside it;
+/usr/local/lib/capshim/; /opt/homebrew/lib/capshim/ (macOS); ~/.local/lib/capshim/.
+
+Before running, capshim checks that the command exists and is executable and that the
+library's architecture can load into it; on macOS it warns when the system will strip the
+DYLD variables (programs under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib,
+/System; scripts run by those; hardened-runtime programs without the
+com.apple.security.cs.allow-dyld-environment-variables entitlement).
+
+Examples:
+  capshim run -- llama-bench -m model.gguf -p 512 -n 128
+  capshim run --profile host --require-active -- ./llama-server -m model.gguf
+  capshim run --scope process --log queries -- python3 train.py
+  capshim run --only-process llama-bench -- ./bench.sh
+
+Exit codes:
+  N    the command's own exit status; 128+N when it was killed by signal N
+  4    --require-active was given and the shim did not activate
+  2    usage error (bad options)
+  125  capshim failed before running the command (bad profile, shim library missing or of
+       the wrong format or architecture)
+  126  the command was found but cannot be executed
+  127  the command was not found")]
+pub struct RunArgs {
+    #[command(flatten)]
+    profile: ProfileArgs,
+
+    /// The shim library to inject (default: searched, see below)
+    #[arg(long, value_name = "PATH")]
+    dylib: Option<PathBuf>,
+
+    /// Whether the command's children inherit the shim
+    #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
+    scope: ScopeArg,
+
+    /// Activate only in processes with this executable name (default: the command's own name)
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    only_process: Option<String>,
+
+    /// What the shim logs on stderr (default: activation)
+    #[arg(long, value_enum)]
+    log: Option<LogArg>,
+
+    /// Exit with code 4 when the shim did not activate (no device class was hooked)
+    #[arg(long)]
+    require_active: bool,
+
+    /// Skip the architecture and code-signature checks of the command
+    #[arg(long)]
+    skip_preflight: bool,
+
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+fn fail(code: u8, error: impl std::fmt::Display) -> ExitCode {
+    eprintln!("capshim: error: {error}");
+    ExitCode::from(code)
+}
+
+fn basename(command: &OsString) -> String {
+    Path::new(command)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Runs `capshim run`. Errors are reported here, with the exit codes above.
+pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let os = Os::current();
+    let resolved = match args.profile.resolve() {
+        Ok(r) => r,
+        Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
+    };
+    let (command, rest) = args
+        .command
+        .split_first()
+        .expect("clap requires at least one command word");
+    let path_var = std::env::var_os("PATH");
+    let program = match preflight::resolve_program(command, path_var.as_deref()) {
+        Ok(p) => p,
+        Err(e @ PreflightError::NotExecutable(_)) => return Ok(fail(EXIT_NOT_EXECUTABLE, e)),
+        Err(e) => return Ok(fail(EXIT_NOT_FOUND, e)),
+    };
+
+    let library = match resolved.profile {
+        None => PathBuf::new(),
+        Some(_) => {
+            let library = match dylib::locate(args.dylib.as_deref(), os) {
+                Ok(l) => l,
+                Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
+            };
+            let arches = match dylib::check(&library, os) {
+                Ok(a) => a,
+                Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
+            };
+            if !args.skip_preflight {
+                match std::fs::read(&program) {
+                    Ok(bytes) => match preflight::check(&program, &bytes, &arches, os) {
+                        Ok(warnings) => {
+                            for w in warnings {
+                                eprintln!("capshim: warning: {w}");
+                            }
+                        }
+                        Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
+                    },
+                    Err(e) => eprintln!(
+                        "capshim: warning: cannot read {} to check it ({e}); running it anyway",
+                        program.display()
+                    ),
+                }
+            }
+            library
+        }
+    };
+
+    let status_file = tempfile::Builder::new()
+        .prefix("capshim-status-")
+        .suffix(".jsonl")
+        .tempfile()
+        .map_err(|e| {
+            anyhow::anyhow!("cannot create the status file in the temporary folder: {e}; set TMPDIR to a writable folder")
+        });
+    let status_file = match status_file {
+        Ok(f) => f,
+        Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
+    };
+    let settings = ShimSettings {
+        profile: resolved.profile,
+        library,
+        scope: args.scope,
+        only_process: args.only_process.map(|name| {
+            if name.is_empty() {
+                basename(command)
+            } else {
+                name
+            }
+        }),
+        log: args.log,
+        status_file: Some(status_file.path().to_path_buf()),
+    };
+    let env = child_env(std::env::vars_os(), &settings, os);
+
+    // Stay alive to report: survive Ctrl-C (the command gets it too), pass SIGTERM and
+    // SIGHUP on to the command.
+    let forwarder = match Forwarder::start() {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!(
+                "capshim: warning: cannot catch signals ({e}); the summary line is lost if capshim is interrupted"
+            );
+            None
+        }
+    };
+    let child = Command::new(&program)
+        .arg0(command)
+        .args(rest)
+        .env_clear()
+        .envs(env)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(fail(EXIT_NOT_FOUND, format!("{}: {e}", program.display())));
+        }
+        Err(e) => {
+            return Ok(fail(
+                EXIT_NOT_EXECUTABLE,
+                format!("cannot execute {}: {e}", program.display()),
+            ));
+        }
+    };
+    if let Some(f) = &forwarder {
+        f.forward_to(child.id());
+    }
+    let status = child.wait();
+    drop(forwarder);
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(fail(
+                EXIT_CAPSHIM_FAILED,
+                format!("waiting for {}: {e}", program.display()),
+            ));
+        }
+    };
+
+    let activated = if resolved.profile.is_none() {
+        eprintln!("capshim: not activated: --profile stock runs the command without the shim");
+        false
+    } else {
+        let text = std::fs::read_to_string(status_file.path()).unwrap_or_default();
+        let summary = Summary::from_lines(&text);
+        eprintln!("{}", summary.line());
+        summary.activated()
+    };
+    if args.require_active && !activated {
+        return Ok(ExitCode::from(EXIT_NOT_ACTIVE));
+    }
+    Ok(ExitCode::from(exit::shell_code(status)))
+}

@@ -1,0 +1,311 @@
+//! What `capshim probe` reports about a Metal device, and how `explain --stock` reads it back.
+//!
+//! JSON shape (keys may be added, none renamed): `{"name":"Apple Paravirtual device",
+//! "families":{"1001":true,…},"max_threadgroup_memory":32768,
+//! "recommended_working_set_size":12009603072,"max_buffer_length":…,
+//! "has_unified_memory":true,"llama.cpp":{…}}`. `families` and `max_threadgroup_memory` are
+//! the same as `explain --json`'s `before`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use capshim_profile::GpuFamily;
+use capshim_profile::consumers::LlamaCpp;
+use capshim_profile::device::Answers;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// One device's answers as a probe read them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// `-[MTLDevice name]`, e.g. "Apple Paravirtual device".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `supportsFamily:` for every named MTLGPUFamily value (keys are the numbers).
+    pub families: BTreeMap<i64, bool>,
+    /// `maxThreadgroupMemoryLength`, in bytes.
+    pub max_threadgroup_memory: u64,
+    /// `recommendedMaxWorkingSetSize`, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommended_working_set_size: Option<u64>,
+    /// `maxBufferLength`, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_buffer_length: Option<u64>,
+    /// `hasUnifiedMemory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_unified_memory: Option<bool>,
+    /// What llama.cpp decides from these answers (written by probe, ignored when read).
+    #[serde(
+        rename = "llama.cpp",
+        default,
+        skip_deserializing,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub llama_cpp: Option<LlamaCpp>,
+}
+
+/// Why a probe JSON file cannot be used.
+#[derive(Debug, Error)]
+pub enum ReportError {
+    /// The file cannot be read.
+    #[error("cannot read {path}: {source}; check the path given to --stock")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not probe JSON.
+    #[error(
+        "{path} is not `capshim probe --json` output: {message}; create it in the guest with `capshim probe --json > FILE.json`"
+    )]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl DeviceReport {
+    /// Builds a report from answers, adding llama.cpp's decisions (the Metal probe's
+    /// constructor, so unused off macOS outside tests).
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    pub fn new(
+        name: Option<String>,
+        answers: &Answers,
+        max_buffer_length: Option<u64>,
+        has_unified_memory: Option<bool>,
+    ) -> DeviceReport {
+        DeviceReport {
+            name,
+            families: answers.families.clone(),
+            max_threadgroup_memory: answers.max_threadgroup_memory,
+            recommended_working_set_size: answers.recommended_working_set_size,
+            max_buffer_length,
+            has_unified_memory,
+            llama_cpp: Some(LlamaCpp::decide(answers, false)),
+        }
+    }
+
+    /// The capability answers alone.
+    pub fn answers(&self) -> Answers {
+        Answers {
+            families: self.families.clone(),
+            max_threadgroup_memory: self.max_threadgroup_memory,
+            recommended_working_set_size: self.recommended_working_set_size,
+        }
+    }
+
+    /// Whether this is the paravirtual device (by name); a report without a name is assumed
+    /// to come from a guest, which is what `capshim probe` is for.
+    pub fn is_paravirtual(&self) -> bool {
+        self.name
+            .as_deref()
+            .is_none_or(|n| n.contains("Paravirtual"))
+    }
+
+    /// Parses `capshim probe --json` output (or `probe --compare --json`, whose `stock`
+    /// answers are used); `path` is only used in messages.
+    ///
+    /// # Errors
+    /// [`ReportError::Parse`] when the text is not probe JSON or has no family answers.
+    pub fn from_json(path: &Path, text: &str) -> Result<DeviceReport, ReportError> {
+        let parse_error = |message: String| ReportError::Parse {
+            path: path.to_path_buf(),
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| parse_error(e.to_string()))?;
+        // `probe --compare --json` output holds the stock answers under "stock".
+        let value = match value.get("stock") {
+            Some(stock) if value.get("families").is_none() => stock.clone(),
+            _ => value,
+        };
+        let report: DeviceReport =
+            serde_json::from_value(value).map_err(|e| parse_error(e.to_string()))?;
+        if report.families.is_empty() {
+            return Err(parse_error("\"families\" is empty".to_string()));
+        }
+        Ok(report)
+    }
+
+    /// Reads a probe JSON file.
+    ///
+    /// # Errors
+    /// [`ReportError`] naming the file.
+    pub fn read(path: &Path) -> Result<DeviceReport, ReportError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        DeviceReport::from_json(path, &text)
+    }
+}
+
+fn yes_no(value: Option<bool>) -> &'static str {
+    match value {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+}
+
+fn bytes(value: Option<u64>) -> String {
+    value.map_or("-".to_string(), crate::explain::bytes)
+}
+
+/// The rows shared by [`render`] and [`render_compare`]: (label, one value per report).
+fn rows(reports: &[&DeviceReport]) -> Vec<(String, Vec<String>)> {
+    let mut families: Vec<i64> = reports
+        .iter()
+        .flat_map(|r| r.families.keys().copied())
+        .collect();
+    families.sort_unstable();
+    families.dedup();
+    let mut rows = vec![(
+        "name".to_string(),
+        reports
+            .iter()
+            .map(|r| r.name.clone().unwrap_or_else(|| "-".into()))
+            .collect(),
+    )];
+    for family in families {
+        let label = match GpuFamily(family).name() {
+            Some(name) => format!("supportsFamily: MTLGPUFamily{name} ({family})"),
+            None => format!("supportsFamily: {family}"),
+        };
+        rows.push((
+            label,
+            reports
+                .iter()
+                .map(|r| yes_no(r.families.get(&family).copied()).to_string())
+                .collect(),
+        ));
+    }
+    let mut push = |label: &str, f: &dyn Fn(&DeviceReport) -> String| {
+        rows.push((label.to_string(), reports.iter().map(|r| f(r)).collect()));
+    };
+    push("maxThreadgroupMemoryLength", &|r| {
+        bytes(Some(r.max_threadgroup_memory))
+    });
+    push("recommendedMaxWorkingSetSize", &|r| {
+        bytes(r.recommended_working_set_size)
+    });
+    push("maxBufferLength", &|r| bytes(r.max_buffer_length));
+    push("hasUnifiedMemory", &|r| {
+        yes_no(r.has_unified_memory).to_string()
+    });
+    let decide = |r: &DeviceReport| LlamaCpp::decide(&r.answers(), false);
+    push("llama.cpp simdgroup reduction", &|r| {
+        decide(r).simdgroup_reduction.to_string()
+    });
+    push("llama.cpp simdgroup matrix mul.", &|r| {
+        decide(r).simdgroup_mm.to_string()
+    });
+    push("llama.cpp has bfloat", &|r| decide(r).bfloat.to_string());
+    push("llama.cpp has tensor", &|r| decide(r).tensor.to_string());
+    push("llama.cpp ops on the CPU", &|r| {
+        let ops = decide(r).cpu_fallback_ops;
+        if ops.is_empty() {
+            "none".to_string()
+        } else {
+            ops.join(", ")
+        }
+    });
+    rows
+}
+
+fn table(headers: &[&str], rows: Vec<(String, Vec<String>)>) -> String {
+    let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let column = 34;
+    let mut out = String::new();
+    if !headers.is_empty() {
+        let mut line = format!("{:<width$}", "");
+        for h in headers {
+            line.push_str(&format!("  {h:<column$}"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    for (label, values) in rows {
+        let mut line = format!("{label:<width$}");
+        for v in values {
+            line.push_str(&format!("  {v:<column$}"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The text `capshim probe` prints: every answer and llama.cpp's derived decisions.
+pub fn render(report: &DeviceReport) -> String {
+    table(&[], rows(&[report]))
+}
+
+/// The text `capshim probe --compare` prints: stock and shimmed answers side by side.
+pub fn render_compare(stock: &DeviceReport, shimmed: &DeviceReport) -> String {
+    table(&["stock", "shimmed"], rows(&[stock, shimmed]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capshim_profile::named::apple9_64k;
+
+    #[test]
+    fn probe_text_and_comparison() {
+        let stock = Answers::paravirtual_stock();
+        let stock = DeviceReport::new(
+            Some("Apple Paravirtual device".into()),
+            &stock,
+            Some(17_179_869_184),
+            Some(true),
+        );
+        let mut shimmed = stock.clone();
+        let answers = stock.answers().with_profile(&apple9_64k());
+        shimmed.families = answers.families;
+        shimmed.max_threadgroup_memory = answers.max_threadgroup_memory;
+        insta::assert_snapshot!("probe_stock", render(&stock));
+        insta::assert_snapshot!("probe_compare", render_compare(&stock, &shimmed));
+    }
+
+    #[test]
+    fn probe_json_round_trips_and_extra_keys_are_ignored() {
+        let stock = Answers::paravirtual_stock();
+        let report = DeviceReport::new(
+            Some("Apple Paravirtual device".into()),
+            &stock,
+            Some(1 << 30),
+            Some(true),
+        );
+        let text = serde_json::to_string(&report).unwrap();
+        assert!(text.contains("\"1001\":true"), "{text}");
+        assert!(text.contains("\"llama.cpp\":{"), "{text}");
+        let back = DeviceReport::from_json(Path::new("x.json"), &text).unwrap();
+        assert_eq!(back.answers(), stock);
+        assert!(back.is_paravirtual());
+        assert_eq!(back.llama_cpp, None);
+
+        let minimal =
+            r#"{"families":{"1001":true,"5001":false},"max_threadgroup_memory":32768,"future":1}"#;
+        let r = DeviceReport::from_json(Path::new("x.json"), minimal).unwrap();
+        assert_eq!(r.families.len(), 2);
+        let compared = format!(r#"{{"profile":"p","stock":{minimal},"shimmed":{{}}}}"#);
+        assert_eq!(
+            DeviceReport::from_json(Path::new("c.json"), &compared).unwrap(),
+            r
+        );
+
+        for bad in ["{}", "[1]", r#"{"families":{},"max_threadgroup_memory":1}"#] {
+            let err = DeviceReport::from_json(Path::new("bad.json"), bad)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("bad.json") && err.contains("capshim probe --json"),
+                "{err}"
+            );
+        }
+    }
+}

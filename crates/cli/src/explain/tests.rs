@@ -1,0 +1,125 @@
+use std::path::Path;
+
+use capshim_profile::named;
+
+use super::*;
+use crate::profile_args::ProfileArgs;
+
+fn resolved(args: ProfileArgs) -> Resolved {
+    args.resolve_with(|| Err("no sysctl in tests".into()))
+        .unwrap()
+}
+
+fn named_profile(name: &str) -> Resolved {
+    resolved(ProfileArgs {
+        profile: Some(name.into()),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn stock_changes_nothing() {
+    let e = explain(&named_profile("stock"), None);
+    assert_eq!(e.before, e.after);
+    insta::assert_snapshot!("stock", render(&e));
+    insta::assert_json_snapshot!("stock_json", e);
+}
+
+#[test]
+fn apple9_64k_turns_on_the_simdgroup_paths() {
+    let e = explain(&named_profile("apple9-64k"), None);
+    assert!(e.consumers.llama_cpp.decision.cpu_fallback_ops.is_empty());
+    insta::assert_snapshot!("apple9_64k", render(&e));
+    insta::assert_json_snapshot!("apple9_64k_json", e);
+}
+
+#[test]
+fn host_profiles_follow_the_chip() {
+    for (chip, brand, family) in [
+        ("m1", "Apple M1 Ultra (Virtual)", 1007),
+        ("m2", "Apple M2 Pro (Virtual)", 1008),
+        ("m3", "Apple M3 Max (Virtual)", 1009),
+        ("m4", "Apple M4 (Virtual)", 1009),
+        ("m5", "Apple M5 (Virtual)", 1010),
+    ] {
+        let e = explain(
+            &resolved(ProfileArgs {
+                cpu_brand: Some(brand.into()),
+                ..Default::default()
+            }),
+            None,
+        );
+        assert_eq!(e.profile.apple_family_max, Some(family));
+        assert_eq!(e.after.max_threadgroup_memory, 32768);
+        let llama = &e.consumers.llama_cpp.decision;
+        assert!(llama.simdgroup_reduction && llama.simdgroup_mm && !llama.tensor);
+        insta::assert_snapshot!(format!("host_{chip}"), render(&e));
+    }
+}
+
+#[test]
+fn custom_values_and_working_set() {
+    let e = explain(
+        &resolved(ProfileArgs {
+            family_max: Some(1006),
+            threadgroup_memory: Some(49152),
+            working_set: Some(16 << 30),
+            ..Default::default()
+        }),
+        None,
+    );
+    // Apple6 alone gives bfloat but not the simdgroup paths.
+    let llama = &e.consumers.llama_cpp.decision;
+    assert!(llama.bfloat && !llama.simdgroup_reduction);
+    assert_eq!(e.after.recommended_working_set_size, Some(16 << 30));
+    insta::assert_snapshot!("custom", render(&e));
+}
+
+#[test]
+fn probe_file_with_metal3_warns_about_mlx_residency_sets() {
+    let text = r#"{"name":"Apple Paravirtual device","families":{"1001":true,"1005":true,"1007":false,"5001":true,"5002":false},"max_threadgroup_memory":32768}"#;
+    let report = DeviceReport::from_json(Path::new("probe.json"), text).unwrap();
+    let e = explain(
+        &Resolved {
+            name: "apple9-64k".into(),
+            profile: Some(named::apple9_64k()),
+            provenance: "test".into(),
+        },
+        Some(("probe.json", &report)),
+    );
+    assert!(e.consumers.mlx.decision.residency_sets);
+    assert_eq!(e.consumers.mlx.decision.warnings.len(), 1);
+    // The policy never touches Metal3: the warning is the device's own doing.
+    assert_eq!(e.before.families[&5001], e.after.families[&5001]);
+    insta::assert_snapshot!("mlx_warning", render(&e));
+}
+
+#[test]
+fn json_keeps_the_documented_shape() {
+    let e = explain(&named_profile("apple9-64k"), None);
+    let v = serde_json::to_value(&e).unwrap();
+    for key in [
+        "/profile/name",
+        "/profile/apple_family_max",
+        "/profile/max_threadgroup_memory",
+        "/profile/recommended_working_set_size",
+        "/before/families/1001",
+        "/before/max_threadgroup_memory",
+        "/after/families/1009",
+        "/after/max_threadgroup_memory",
+        "/consumers/llama.cpp/simdgroup_reduction",
+        "/consumers/llama.cpp/simdgroup_mm",
+        "/consumers/llama.cpp/bfloat",
+        "/consumers/llama.cpp/tensor",
+        "/consumers/llama.cpp/cpu_fallback_ops",
+        "/consumers/mlx/residency_sets",
+        "/consumers/mlx/warnings",
+    ] {
+        assert!(v.pointer(key).is_some(), "missing {key}");
+    }
+    assert_eq!(v.pointer("/after/families/1009"), Some(&true.into()));
+    assert_eq!(
+        v.pointer("/profile/recommended_working_set_size"),
+        Some(&serde_json::Value::Null)
+    );
+}

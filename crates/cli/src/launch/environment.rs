@@ -1,0 +1,242 @@
+//! The child's environment: the parent's, less any inherited capshim settings, plus the
+//! profile, the shim's options and the injection variable.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use capshim_profile::{Profile, env};
+
+use super::Os;
+
+/// `CAPSHIM_SCOPE`: whether children of the workload inherit the shim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeArg {
+    /// Children inherit the injection and the settings (the default)
+    #[default]
+    Children,
+    /// Only the launched process; the shim removes itself from its children's environment
+    Process,
+}
+
+/// `CAPSHIM_LOG`: what the shim writes to stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogArg {
+    /// One line on activation, one per hooked class, one per reason to stay stock (the default)
+    Activation,
+    /// Nothing
+    Off,
+    /// As activation, plus one line per distinct query with the original and returned answer
+    Queries,
+}
+
+impl ScopeArg {
+    fn value(self) -> &'static str {
+        match self {
+            ScopeArg::Children => "children",
+            ScopeArg::Process => "process",
+        }
+    }
+}
+
+impl LogArg {
+    fn value(self) -> &'static str {
+        match self {
+            LogArg::Activation => "activation",
+            LogArg::Off => "off",
+            LogArg::Queries => "queries",
+        }
+    }
+}
+
+/// Everything the shim is told about one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShimSettings {
+    /// The profile; `None` (stock) injects nothing.
+    pub profile: Option<Profile>,
+    /// The absolute path of the library to inject (ignored for stock).
+    pub library: PathBuf,
+    /// `CAPSHIM_SCOPE`.
+    pub scope: ScopeArg,
+    /// `CAPSHIM_ONLY_PROCESS`.
+    pub only_process: Option<String>,
+    /// `CAPSHIM_LOG`, when given.
+    pub log: Option<LogArg>,
+    /// `CAPSHIM_STATUS_FILE`, when wanted.
+    pub status_file: Option<PathBuf>,
+}
+
+impl ShimSettings {
+    /// The shim's variables alone (what a LaunchAgent's `EnvironmentVariables` holds),
+    /// without the injection variable.
+    pub fn shim_vars(&self) -> Vec<(&'static str, OsString)> {
+        let Some(profile) = self.profile else {
+            return Vec::new();
+        };
+        let mut vars: Vec<(&'static str, OsString)> = profile
+            .to_env()
+            .into_iter()
+            .map(|(k, v)| (k, OsString::from(v)))
+            .collect();
+        if self.scope != ScopeArg::Children {
+            vars.push((env::SCOPE.primary, self.scope.value().into()));
+        }
+        if let Some(name) = &self.only_process {
+            vars.push((env::ONLY_PROCESS.primary, name.into()));
+        }
+        if let Some(log) = self.log {
+            vars.push((env::LOG.primary, log.value().into()));
+        }
+        if let Some(path) = &self.status_file {
+            vars.push((env::STATUS_FILE.primary, path.clone().into_os_string()));
+        }
+        vars
+    }
+}
+
+/// `existing` with `library` appended after a `:`, unless it is already listed.
+pub fn append_library(existing: Option<&OsStr>, library: &OsStr) -> OsString {
+    match existing {
+        Some(value) if !value.is_empty() => {
+            let bytes = value.as_encoded_bytes();
+            if bytes
+                .split(|&b| b == b':')
+                .any(|entry| entry == library.as_encoded_bytes())
+            {
+                return value.to_os_string();
+            }
+            let mut out = value.to_os_string();
+            out.push(":");
+            out.push(library);
+            out
+        }
+        _ => library.to_os_string(),
+    }
+}
+
+/// The child's whole environment, from the parent's.
+///
+/// Inherited `CAPSHIM_*` and `LUME_METAL_*` variables are dropped, so exactly the chosen
+/// profile applies (an inherited alias with another value would make the shim refuse).
+/// For a profile, the shim's variables are set and the library is appended to the
+/// injection variable; for stock nothing is injected.
+pub fn child_env(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    settings: &ShimSettings,
+    os: Os,
+) -> Vec<(OsString, OsString)> {
+    let injection = os.injection_var();
+    let mut out: Vec<(OsString, OsString)> = parent
+        .into_iter()
+        .filter(|(k, _)| !env::is_capshim_var(k.as_encoded_bytes()))
+        .collect();
+    if settings.profile.is_none() {
+        return out;
+    }
+    let existing = out
+        .iter()
+        .position(|(k, _)| k == injection)
+        .map(|i| out.remove(i).1);
+    out.extend(
+        settings
+            .shim_vars()
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), v)),
+    );
+    out.push((
+        injection.into(),
+        append_library(existing.as_deref(), settings.library.as_os_str()),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capshim_profile::named::apple9_64k;
+
+    fn settings() -> ShimSettings {
+        ShimSettings {
+            profile: Some(apple9_64k()),
+            library: "/opt/capshim/libcapshim.so".into(),
+            scope: ScopeArg::Children,
+            only_process: None,
+            log: None,
+            status_file: Some("/tmp/status.jsonl".into()),
+        }
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        v.iter()
+            .map(|(k, val)| ((*k).into(), (*val).into()))
+            .collect()
+    }
+
+    #[test]
+    fn sets_the_profile_and_injects_for_that_child_only() {
+        let parent = pairs(&[
+            ("PATH", "/usr/bin"),
+            ("LUME_METAL_APPLE_FAMILY_MAX", "1007"),
+            ("CAPSHIM_LOG", "queries"),
+        ]);
+        let out = child_env(parent, &settings(), Os::Linux);
+        assert_eq!(
+            out,
+            pairs(&[
+                ("PATH", "/usr/bin"),
+                ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+                ("CAPSHIM_MAX_THREADGROUP_MEMORY", "65536"),
+                ("CAPSHIM_STATUS_FILE", "/tmp/status.jsonl"),
+                ("LD_PRELOAD", "/opt/capshim/libcapshim.so"),
+            ])
+        );
+        // The shim itself accepts exactly what we set.
+        let parsed = env::parse(
+            out.iter()
+                .map(|(k, v)| (k.as_encoded_bytes(), v.as_encoded_bytes())),
+        );
+        assert_eq!(parsed.config.unwrap().profile, apple9_64k());
+    }
+
+    #[test]
+    fn appends_to_an_existing_injection_without_duplicates() {
+        let parent = pairs(&[("DYLD_INSERT_LIBRARIES", "/usr/lib/other.dylib")]);
+        let mut s = settings();
+        s.library = "/x/libcapshim.dylib".into();
+        s.scope = ScopeArg::Process;
+        s.only_process = Some("llama-bench".into());
+        s.log = Some(LogArg::Queries);
+        let out = child_env(parent, &s, Os::MacOs);
+        let get = |name: &str| {
+            out.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            get("DYLD_INSERT_LIBRARIES").as_deref(),
+            Some("/usr/lib/other.dylib:/x/libcapshim.dylib")
+        );
+        assert_eq!(get("CAPSHIM_SCOPE").as_deref(), Some("process"));
+        assert_eq!(get("CAPSHIM_ONLY_PROCESS").as_deref(), Some("llama-bench"));
+        assert_eq!(get("CAPSHIM_LOG").as_deref(), Some("queries"));
+        assert_eq!(
+            append_library(Some(OsStr::new("/a:/x/l.so")), OsStr::new("/x/l.so")),
+            "/a:/x/l.so"
+        );
+        assert_eq!(
+            append_library(Some(OsStr::new("")), OsStr::new("/l.so")),
+            "/l.so"
+        );
+    }
+
+    #[test]
+    fn stock_injects_nothing_and_clears_inherited_settings() {
+        let mut s = settings();
+        s.profile = None;
+        let out = child_env(
+            pairs(&[("CAPSHIM_APPLE_FAMILY_MAX", "1009"), ("HOME", "/h")]),
+            &s,
+            Os::Linux,
+        );
+        assert_eq!(out, pairs(&[("HOME", "/h")]));
+    }
+}

@@ -1,0 +1,89 @@
+//! Signals while the workload runs: `capshim run` stays alive to report on the command.
+//!
+//! SIGINT and SIGQUIT from a terminal reach the whole foreground process group, so the
+//! command already has them: capshim only survives them. SIGTERM and SIGHUP are usually
+//! sent to capshim alone (`kill`, `timeout`, a closing terminal): capshim passes them on to
+//! the command and reports when it exits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::thread::JoinHandle;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::{Handle, Signals};
+
+/// Catches the signals above until dropped; forwards SIGTERM and SIGHUP to the child (one
+/// that arrives before the child is known is held and sent when it is).
+pub struct Forwarder {
+    child: Arc<AtomicI32>,
+    pending: Arc<AtomicI32>,
+    handle: Handle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Forwarder {
+    /// Starts catching, before the command is spawned so that no signal is missed.
+    ///
+    /// # Errors
+    /// When the signal handlers cannot be installed.
+    pub fn start() -> std::io::Result<Forwarder> {
+        let mut signals = Signals::new([SIGINT, SIGQUIT, SIGTERM, SIGHUP])?;
+        let handle = signals.handle();
+        let child = Arc::new(AtomicI32::new(0));
+        let pending = Arc::new(AtomicI32::new(0));
+        let (target, held) = (Arc::clone(&child), Arc::clone(&pending));
+        let thread = std::thread::spawn(move || {
+            for number in signals.forever() {
+                if number == SIGINT || number == SIGQUIT {
+                    continue;
+                }
+                match target.load(Ordering::SeqCst) {
+                    pid if pid > 0 => send(pid, number),
+                    _ => {
+                        held.store(number, Ordering::SeqCst);
+                        // The child may have been set meanwhile: whoever takes the held
+                        // signal sends it, exactly once.
+                        let pid = target.load(Ordering::SeqCst);
+                        let number = held.swap(0, Ordering::SeqCst);
+                        if pid > 0 && number != 0 {
+                            send(pid, number);
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Forwarder {
+            child,
+            pending,
+            handle,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sets the process that SIGTERM and SIGHUP are passed on to.
+    pub fn forward_to(&self, pid: u32) {
+        let pid = i32::try_from(pid).unwrap_or(0);
+        self.child.store(pid, Ordering::SeqCst);
+        let held = self.pending.swap(0, Ordering::SeqCst);
+        if held != 0 && pid > 0 {
+            send(pid, held);
+        }
+    }
+}
+
+fn send(pid: i32, number: i32) {
+    if let Ok(signal) = Signal::try_from(number) {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

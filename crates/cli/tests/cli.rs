@@ -1,0 +1,177 @@
+//! Every command's help, and `profiles`, `explain` and `probe` as a user runs them.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn capshim() -> Command {
+    Command::cargo_bin("capshim").unwrap()
+}
+
+#[test]
+fn every_command_documents_examples_and_exit_codes() {
+    for command in ["profiles", "explain", "run", "probe", "agent", "host"] {
+        capshim()
+            .args([command, "--help"])
+            .assert()
+            .success()
+            .stdout(
+                predicate::str::contains("Examples:\n")
+                    .and(predicate::str::contains("Exit codes:\n"))
+                    .and(predicate::str::contains(format!("capshim {command}"))),
+            );
+    }
+}
+
+#[test]
+fn profiles_json_lists_every_profile_with_provenance() {
+    let out = capshim()
+        .args([
+            "profiles",
+            "--json",
+            "--cpu-brand",
+            "Apple M4 Pro (Virtual)",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let names: Vec<&str> = v["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stock", "apple9-64k", "host"]);
+    assert_eq!(v["profiles"][2]["apple_family_max"], 1009);
+    assert!(
+        v["profiles"][2]["provenance"]
+            .as_str()
+            .unwrap()
+            .contains("M4")
+    );
+    assert_eq!(v["host_chips"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn explain_json_has_the_documented_keys() {
+    let out = capshim()
+        .args([
+            "explain",
+            "--json",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["profile"]["name"], "host");
+    assert_eq!(v["profile"]["apple_family_max"], 1007);
+    assert_eq!(v["before"]["families"]["1007"], false);
+    assert_eq!(v["after"]["families"]["1007"], true);
+    assert_eq!(v["after"]["families"]["1008"], false);
+    assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_mm"], true);
+    assert_eq!(v["consumers"]["mlx"]["residency_sets"], false);
+}
+
+#[test]
+fn explain_reads_a_probe_file_and_explains_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("guest.json");
+    std::fs::write(
+        &good,
+        r#"{"name":"Apple Paravirtual device","families":{"1005":true,"1007":false},"max_threadgroup_memory":32768,"has_unified_memory":true}"#,
+    )
+    .unwrap();
+    capshim()
+        .args(["explain", "--profile", "apple9-64k", "--stock"])
+        .arg(&good)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("as probed in").and(predicate::str::contains(
+                "MTLGPUFamilyApple7 (1007)        no     yes    raised",
+            )),
+        );
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "not json").unwrap();
+    capshim()
+        .args(["explain", "--stock"])
+        .arg(&bad)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("bad.json")
+                .and(predicate::str::contains("capshim probe --json")),
+        );
+    capshim()
+        .args(["explain", "--stock"])
+        .arg(dir.path().join("missing.json"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("missing.json"));
+}
+
+#[test]
+fn explain_refuses_unknown_profiles_and_brands_with_the_fix() {
+    capshim()
+        .args(["explain", "--profile", "apple10"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("stock, apple9-64k or host"));
+    capshim()
+        .args(["explain", "--cpu-brand", "Intel(R) Xeon(R)"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("Apple M1*").and(predicate::str::contains("apple9-64k")));
+}
+
+#[test]
+fn explain_reads_a_profile_file_without_touching_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m1.toml");
+    let text = "name = \"m1-64k\"\napple_family_max = 1007\nmax_threadgroup_memory = \"0x10000\"\n";
+    std::fs::write(&file, text).unwrap();
+    capshim()
+        .args(["explain", "--json", "--profile-file"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("\"name\": \"m1-64k\"").and(predicate::str::contains(
+                "\"max_threadgroup_memory\": 65536",
+            )),
+        );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    std::fs::write(&file, "apple_family_max = 2002\n").unwrap();
+    capshim()
+        .args(["explain", "--profile-file"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("1001"));
+}
+
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn probe_needs_macos_with_metal() {
+    for args in [
+        &["probe"][..],
+        &["probe", "--json"],
+        &["probe", "--compare"],
+    ] {
+        capshim()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "capshim probe needs macOS with Metal",
+            ));
+    }
+}

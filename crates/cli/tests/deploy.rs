@@ -1,0 +1,195 @@
+//! `capshim agent` and `capshim host` as a user runs them (with a temporary HOME).
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+const DYLIB: &str = "/usr/local/lib/capshim/libcapshim.dylib";
+
+fn capshim() -> Command {
+    Command::cargo_bin("capshim").unwrap()
+}
+
+#[test]
+fn agent_prints_a_plist_that_parses_back() {
+    let out = capshim()
+        .args([
+            "agent",
+            "--label",
+            "com.example.llama-server",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+            "--dylib",
+            DYLIB,
+            "--stderr",
+            "/tmp/llama.err.log",
+            "--only-process",
+            "--",
+            "/opt/llama/bin/llama-server",
+            "-m",
+            "/models/tiny llama.gguf",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let value = plist::Value::from_reader_xml(out.as_slice()).unwrap();
+    let dict = value.as_dictionary().unwrap();
+    assert_eq!(dict["Label"].as_string(), Some("com.example.llama-server"));
+    let args: Vec<&str> = dict["ProgramArguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_string().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "/opt/llama/bin/llama-server",
+            "-m",
+            "/models/tiny llama.gguf"
+        ]
+    );
+    let env = dict["EnvironmentVariables"].as_dictionary().unwrap();
+    let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "CAPSHIM_APPLE_FAMILY_MAX",
+            "CAPSHIM_MAX_THREADGROUP_MEMORY",
+            "CAPSHIM_ONLY_PROCESS",
+            "DYLD_INSERT_LIBRARIES"
+        ]
+    );
+    assert_eq!(env["CAPSHIM_APPLE_FAMILY_MAX"].as_string(), Some("1007"));
+    assert_eq!(
+        env["CAPSHIM_ONLY_PROCESS"].as_string(),
+        Some("llama-server")
+    );
+    assert_eq!(env["DYLD_INSERT_LIBRARIES"].as_string(), Some(DYLIB));
+    assert_eq!(
+        dict["StandardErrorPath"].as_string(),
+        Some("/tmp/llama.err.log")
+    );
+}
+
+#[test]
+fn agent_install_respects_home_and_never_overwrites() {
+    let home = tempfile::tempdir().unwrap();
+    let install = || {
+        let mut cmd = capshim();
+        cmd.env("HOME", home.path()).args([
+            "agent",
+            "--label",
+            "com.example.job",
+            "--dylib",
+            DYLIB,
+            "--install",
+        ]);
+        cmd
+    };
+    install()
+        .args(["--", "/opt/tool"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("launchctl bootstrap gui/$(id -u) ")
+                .and(predicate::str::contains(
+                    "launchctl kickstart -k gui/$(id -u)/com.example.job",
+                ))
+                .and(predicate::str::contains(
+                    "launchctl bootout gui/$(id -u)/com.example.job",
+                )),
+        );
+    let path = home
+        .path()
+        .join("Library/LaunchAgents/com.example.job.plist");
+    let first = std::fs::read_to_string(&path).unwrap();
+    assert!(first.contains("/opt/tool"));
+
+    install()
+        .args(["--", "/opt/other"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("already exists").and(predicate::str::contains("--force")),
+        );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), first);
+
+    install()
+        .args(["--force", "--", "/opt/other"])
+        .assert()
+        .success();
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("/opt/other")
+    );
+}
+
+#[test]
+fn agent_refuses_relative_programs_and_stock() {
+    capshim()
+        .args([
+            "agent",
+            "--label",
+            "a.b",
+            "--dylib",
+            DYLIB,
+            "--",
+            "llama-server",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("not an absolute path"));
+    capshim()
+        .args([
+            "agent",
+            "--label",
+            "a.b",
+            "--profile",
+            "stock",
+            "--",
+            "/opt/x",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("stock"));
+    capshim()
+        .args(["agent", "--label", "a/b", "--", "/opt/x"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--label"));
+}
+
+#[test]
+fn host_dry_run_prints_the_commands_anywhere() {
+    capshim()
+        .args(["host", "enable", "--dry-run"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains(
+                "defaults write com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel -bool true",
+            )
+            .and(predicate::str::contains("sysctl -n kern.hv_vmm_present"))
+            .and(predicate::str::contains("Stop and start each VM")),
+        );
+    capshim()
+        .args(["host", "--dry-run", "disable"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "defaults delete com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel",
+        ));
+}
+
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn host_without_dry_run_needs_macos() {
+    capshim()
+        .args(["host", "status"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("needs the macOS host"));
+}

@@ -1,0 +1,255 @@
+//! `capshim run` as a user runs it: exit statuses, errors before anything runs, the child's
+//! environment, and the activation summary. Tests against the real shim and the simulated
+//! guest are in `run_simguest.rs`.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn capshim() -> Command {
+    let mut cmd = Command::cargo_bin("capshim").unwrap();
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("CAPSHIM_") || name.starts_with("LUME_METAL_") || name == "LD_PRELOAD" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// A real shared library that is not the shim: it loads, but writes no status.
+fn some_library() -> Option<PathBuf> {
+    [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+        "/usr/lib/aarch64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+        "/usr/lib64/libm.so.6",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+}
+
+#[test]
+fn exit_status_passes_through() {
+    capshim()
+        .args(["run", "--profile", "stock", "--", "sh", "-c", "exit 7"])
+        .assert()
+        .code(7)
+        .stderr(predicate::str::contains(
+            "capshim: not activated: --profile stock runs the command without the shim",
+        ));
+}
+
+#[test]
+fn a_signal_maps_to_128_plus_n() {
+    capshim()
+        .args([
+            "run",
+            "--profile",
+            "stock",
+            "--",
+            "sh",
+            "-c",
+            "kill -TERM $$",
+        ])
+        .assert()
+        .code(143);
+}
+
+#[test]
+fn stdin_and_stdout_are_attached() {
+    capshim()
+        .args(["run", "--profile", "stock", "--", "cat"])
+        .write_stdin("through the child\n")
+        .assert()
+        .success()
+        .stdout("through the child\n");
+}
+
+#[test]
+fn missing_dylib_is_an_error_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    capshim()
+        .args([
+            "run",
+            "--dylib",
+            "/nonexistent/libcapshim.so",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .assert()
+        .code(125)
+        .stderr(
+            predicate::str::contains("/nonexistent/libcapshim.so")
+                .and(predicate::str::contains("--dylib")),
+        );
+    assert!(
+        !marker.exists(),
+        "the command ran although the dylib is missing"
+    );
+}
+
+#[test]
+fn a_library_of_the_wrong_kind_is_refused() {
+    let exe = assert_cmd::cargo::cargo_bin("capshim");
+    capshim()
+        .args(["run", "--dylib"])
+        .arg(&exe)
+        .args(["--", "true"])
+        .assert()
+        .code(125)
+        .stderr(predicate::str::contains(
+            "not an ELF shared library (an executable, not a library)",
+        ));
+}
+
+#[test]
+fn unknown_and_unexecutable_commands_exit_like_a_shell() {
+    capshim()
+        .args(["run", "--profile", "stock", "--", "capshim-no-such-command"])
+        .assert()
+        .code(127)
+        .stderr(predicate::str::contains(
+            "capshim-no-such-command: command not found",
+        ));
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.txt");
+    std::fs::write(&data, "not a program").unwrap();
+    capshim()
+        .args(["run", "--profile", "stock", "--"])
+        .arg(&data)
+        .assert()
+        .code(126)
+        .stderr(predicate::str::contains("not an executable file"));
+}
+
+#[test]
+fn bad_profile_options_exit_125_naming_the_option() {
+    capshim()
+        .args(["run", "--family-max", "5001", "--", "true"])
+        .assert()
+        .code(125)
+        .stderr(predicate::str::contains("--family-max").and(predicate::str::contains("1001")));
+    capshim()
+        .args(["run", "--family-max", "64k", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--family-max"));
+}
+
+#[test]
+fn the_command_must_follow_a_double_dash() {
+    capshim().args(["run", "true"]).assert().code(2);
+}
+
+#[test]
+fn child_environment_has_the_profile_and_the_injection() {
+    let Some(lib) = some_library() else {
+        eprintln!("no libm found; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("libcapshim.so");
+    std::fs::copy(&lib, &shim).unwrap();
+    let out = capshim()
+        .env("LD_PRELOAD", &lib)
+        .env("LUME_METAL_APPLE_FAMILY_MAX", "1005")
+        .args([
+            "run",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+            "--scope",
+            "process",
+            "--only-process",
+            "--log",
+            "queries",
+            "--dylib",
+        ])
+        .arg(&shim)
+        .args(["--", "env"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let env = String::from_utf8(out).unwrap();
+    let get = |name: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .map(str::to_string)
+    };
+    assert_eq!(get("CAPSHIM_APPLE_FAMILY_MAX").as_deref(), Some("1007"));
+    assert_eq!(
+        get("CAPSHIM_MAX_THREADGROUP_MEMORY").as_deref(),
+        Some("32768")
+    );
+    assert_eq!(get("CAPSHIM_RECOMMENDED_WORKING_SET_SIZE"), None);
+    assert_eq!(get("CAPSHIM_SCOPE").as_deref(), Some("process"));
+    assert_eq!(get("CAPSHIM_ONLY_PROCESS").as_deref(), Some("env"));
+    assert_eq!(get("CAPSHIM_LOG").as_deref(), Some("queries"));
+    assert_eq!(
+        get("LUME_METAL_APPLE_FAMILY_MAX"),
+        None,
+        "inherited alias must be dropped"
+    );
+    assert_eq!(
+        get("LD_PRELOAD"),
+        Some(format!("{}:{}", lib.display(), shim.display()))
+    );
+    let status = get("CAPSHIM_STATUS_FILE").unwrap();
+    assert!(Path::new(&status).is_absolute());
+    assert!(
+        !Path::new(&status).exists(),
+        "the private status file is removed afterwards"
+    );
+}
+
+#[test]
+fn a_library_that_writes_no_status_did_not_load_the_shim() {
+    let Some(lib) = some_library() else {
+        eprintln!("no libm found; skipping");
+        return;
+    };
+    capshim()
+        .args(["run", "--dylib"])
+        .arg(&lib)
+        .args(["--", "sh", "-c", "exit 3"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "capshim: not activated: the shim did not load",
+        ));
+    capshim()
+        .args(["run", "--require-active", "--dylib"])
+        .arg(&lib)
+        .args(["--", "true"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("did not load"));
+}
+
+#[test]
+fn sigterm_to_capshim_is_passed_on_and_the_summary_still_printed() {
+    // The command sends SIGTERM to its parent (capshim), which passes it back to the
+    // command: its trap exits 42.
+    capshim()
+        .args([
+            "run",
+            "--profile",
+            "stock",
+            "--",
+            "sh",
+            "-c",
+            "trap 'kill $!; exit 42' TERM; sleep 10 >/dev/null 2>&1 & kill -TERM $PPID; wait; exit 1",
+        ])
+        .timeout(std::time::Duration::from_secs(8))
+        .assert()
+        .code(42)
+        .stderr(predicate::str::contains("capshim: not activated"));
+}

@@ -1,0 +1,308 @@
+//! What the shim tells the outside: stderr lines and status-file events.
+//!
+//! stderr lines start with `capshim: `. The status file (`CAPSHIM_STATUS_FILE`) gets one
+//! JSON object per line and event, appended with a single `write`, so a launcher can prove
+//! activation even when several processes share the file:
+//! `{"pid":…,"process":"…","event":"active"|"inactive"|"hooked"|"failed","reason":…,"class":…,"profile":{…}}`.
+//! Nothing here may fail the host process: write errors are dropped (and said once on stderr).
+
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use capshim_profile::{LogMode, Outputs, Profile, Scope};
+
+use crate::hook::Query;
+use crate::runtime::{Class, Native, Runtime};
+
+struct Reporter {
+    log: LogMode,
+    status_file: Option<PathBuf>,
+    process: String,
+    pid: u32,
+}
+
+static REPORTER: OnceLock<Reporter> = OnceLock::new();
+static STATUS_WRITE_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Sets where and how much to report, once, from the initializer.
+pub fn init(outputs: Outputs, process: String) {
+    let status_file = outputs
+        .status_file
+        .map(|bytes| PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)));
+    let _ = REPORTER.set(Reporter {
+        log: outputs.log,
+        status_file,
+        process,
+        pid: std::process::id(),
+    });
+}
+
+/// Configuration accepted: the shim will hook devices in this process.
+pub fn active(profile: &Profile, scope: Scope) {
+    let scope = match scope {
+        Scope::Children => "children",
+        Scope::Process => "process",
+    };
+    emit(
+        LogMode::Activation,
+        "active",
+        None,
+        None,
+        Some(profile),
+        |r| {
+            format!(
+                "active in {} (pid {}): {profile} scope={scope}",
+                r.process, r.pid
+            )
+        },
+    );
+}
+
+/// The process stays stock. `say_it` is false for the ordinary "not configured" case,
+/// which only goes to the status file.
+pub fn inactive(reason: &str, say_it: bool) {
+    let level = if say_it {
+        LogMode::Activation
+    } else {
+        LogMode::Off
+    };
+    emit(level, "inactive", Some(reason), None, None, |r| {
+        format!("staying stock in {} (pid {}): {reason}", r.process, r.pid)
+    });
+}
+
+/// A device class now answers through the profile.
+pub fn hooked(class: &str, profile: &Profile) {
+    emit(
+        LogMode::Activation,
+        "hooked",
+        None,
+        Some(class),
+        Some(profile),
+        |r| format!("hooked {class} in {} (pid {})", r.process, r.pid),
+    );
+}
+
+/// A class (or the base class) could not be hooked and stays stock.
+pub fn failed(class: &str, reason: &str) {
+    emit(
+        LogMode::Activation,
+        "failed",
+        Some(reason),
+        Some(class),
+        None,
+        |r| {
+            format!(
+                "hook failed on {class} in {} (pid {}): {reason}; staying stock",
+                r.process, r.pid
+            )
+        },
+    );
+}
+
+/// A replacement could not find the original to call (should not happen); said once per query.
+pub fn unanswerable(query: Query) {
+    static SAID: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
+    if SAID[query as usize].swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let selector = query.selector().to_string_lossy();
+    emit(
+        LogMode::Activation,
+        "failed",
+        Some("no original implementation"),
+        None,
+        None,
+        |r| {
+            format!(
+                "no original -{selector} in {} (pid {}); answered 0",
+                r.process, r.pid
+            )
+        },
+    );
+}
+
+/// How many distinct queries `CAPSHIM_LOG=queries` logs before it stops.
+pub const MAX_LOGGED_QUERIES: usize = 64;
+
+struct Seen {
+    entries: [(usize, u8, i64); MAX_LOGGED_QUERIES],
+    len: usize,
+}
+
+static SEEN: Mutex<Seen> = Mutex::new(Seen {
+    entries: [(0, 0, 0); MAX_LOGGED_QUERIES],
+    len: 0,
+});
+
+/// With `CAPSHIM_LOG=queries`, logs each distinct (class, selector, argument) once with the
+/// original and returned answers. Cheap when query logging is off.
+pub fn query(class: Class, query: Query, argument: i64, original: u64, returned: u64) {
+    let Some(reporter) = REPORTER.get() else {
+        return;
+    };
+    if reporter.log < LogMode::Queries {
+        return;
+    }
+    let key = (class.0 as usize, query as u8, argument);
+    let first_over_limit = {
+        let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let len = seen.len;
+        if seen.entries[..len.min(MAX_LOGGED_QUERIES)].contains(&key) {
+            return;
+        }
+        if len >= MAX_LOGGED_QUERIES {
+            seen.len = len.saturating_add(1);
+            if len > MAX_LOGGED_QUERIES {
+                return;
+            }
+            true
+        } else {
+            seen.entries[len] = key;
+            seen.len = len + 1;
+            false
+        }
+    };
+    if first_over_limit {
+        stderr(&format!(
+            "more than {MAX_LOGGED_QUERIES} distinct queries; no longer logging them"
+        ));
+        return;
+    }
+    let name = Native.class_name(class);
+    let selector = query.selector().to_string_lossy();
+    let line = match query {
+        Query::SupportsFamily => format!(
+            "query {name} {selector}{argument} original={} returned={}",
+            original != 0,
+            returned != 0
+        ),
+        _ => format!("query {name} {selector} original={original} returned={returned}"),
+    };
+    stderr(&line);
+}
+
+fn emit(
+    level: LogMode,
+    event: &str,
+    reason: Option<&str>,
+    class: Option<&str>,
+    profile: Option<&Profile>,
+    line: impl FnOnce(&Reporter) -> String,
+) {
+    let Some(reporter) = REPORTER.get() else {
+        return;
+    };
+    if level != LogMode::Off && reporter.log >= level {
+        stderr(&line(reporter));
+    }
+    if let Some(path) = &reporter.status_file {
+        let json = event_json(reporter, event, reason, class, profile);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(json.as_bytes()));
+        if let Err(error) = written
+            && !STATUS_WRITE_FAILED.swap(true, Ordering::Relaxed)
+            && reporter.log != LogMode::Off
+        {
+            stderr(&format!(
+                "cannot append to CAPSHIM_STATUS_FILE {}: {error}",
+                path.display()
+            ));
+        }
+    }
+}
+
+fn stderr(line: &str) {
+    // One write per line so that lines from several threads do not interleave.
+    let _ = std::io::stderr().write_all(format!("capshim: {line}\n").as_bytes());
+}
+
+fn event_json(
+    r: &Reporter,
+    event: &str,
+    reason: Option<&str>,
+    class: Option<&str>,
+    profile: Option<&Profile>,
+) -> String {
+    let text = |value: Option<&str>| value.map_or_else(|| "null".to_string(), json_string);
+    let profile = profile.map_or_else(
+        || "null".to_string(),
+        |p| {
+            format!(
+                "{{\"apple_family_max\":{},\"max_threadgroup_memory\":{},\"recommended_working_set_size\":{}}}",
+                p.apple_family_max,
+                p.max_threadgroup_memory,
+                p.recommended_working_set_size.map_or_else(|| "null".to_string(), |b| b.to_string())
+            )
+        },
+    );
+    format!(
+        "{{\"pid\":{},\"process\":{},\"event\":{},\"reason\":{},\"class\":{},\"profile\":{}}}\n",
+        r.pid,
+        json_string(&r.process),
+        json_string(event),
+        text(reason),
+        text(class),
+        profile
+    )
+}
+
+/// A JSON string literal for `value`, escaping quotes, backslashes and control characters.
+pub fn json_string(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_what_json_requires() {
+        assert_eq!(json_string("plain"), "\"plain\"");
+        assert_eq!(
+            json_string("a\"b\\c\nd\u{1}é"),
+            "\"a\\\"b\\\\c\\nd\\u0001é\""
+        );
+    }
+
+    #[test]
+    fn events_are_one_json_object_per_line() {
+        let r = Reporter {
+            log: LogMode::Off,
+            status_file: None,
+            process: "llama \"bench\"".into(),
+            pid: 42,
+        };
+        let p = Profile::new(1009, 65536, None).unwrap();
+        assert_eq!(
+            event_json(&r, "hooked", None, Some("MTLParavirtualDevice"), Some(&p)),
+            "{\"pid\":42,\"process\":\"llama \\\"bench\\\"\",\"event\":\"hooked\",\"reason\":null,\
+             \"class\":\"MTLParavirtualDevice\",\"profile\":{\"apple_family_max\":1009,\
+             \"max_threadgroup_memory\":65536,\"recommended_working_set_size\":null}}\n"
+        );
+        assert_eq!(
+            event_json(&r, "inactive", Some("bad"), None, None),
+            "{\"pid\":42,\"process\":\"llama \\\"bench\\\"\",\"event\":\"inactive\",\"reason\":\"bad\",\"class\":null,\"profile\":null}\n"
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! GCC's GNU Objective-C runtime (`libobjc.so`), used on Linux to test the shim
+//! against a real runtime and a simulated Metal library.
+//!
+//! Differences from Apple's runtime that matter here: `object_getClass` is an
+//! inline function in the headers (an object's class is its first word,
+//! `class_pointer`), and loading is observed through the `_objc_load_callback`
+//! hook, which `__objc_exec_class` calls for every class it loads.
+
+use std::ffi::{c_char, c_void};
+use std::sync::OnceLock;
+
+use super::objc::{ObjcRuntime, class_getInstanceMethod};
+use super::{Class, Imp, Runtime, Sel, Types};
+
+#[link(name = "objc")]
+unsafe extern "C" {
+    fn class_addMethod(
+        class: *mut c_void,
+        sel: *const c_void,
+        imp: usize,
+        types: *const c_char,
+    ) -> u8;
+    fn method_setImplementation(method: *mut c_void, imp: usize) -> usize;
+    fn class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
+    static mut _objc_load_callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
+}
+
+/// Makes `class` itself answer `sel` with `imp`; see [`Runtime::replace`].
+pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+    // The GNU runtime builds dispatch tables lazily, and until a class has its own, it
+    // shares one placeholder table with every other such class; an update made then can
+    // reach that shared table and so other classes (seen with a device subclass whose
+    // superclass had not been messaged yet). Asking each class in the chain whether it
+    // responds to the selector makes the runtime install their own tables first.
+    let mut chain = Some(class);
+    while let Some(current) = chain {
+        // SAFETY: `current` is `class` or one of its superclasses, from the runtime;
+        // class_respondsToSelector installs the class's dispatch table under the runtime
+        // lock and only reads otherwise.
+        unsafe { class_respondsToSelector(current.0, sel.0) };
+        chain = rt.superclass(current);
+    }
+    // GNU's class_replaceMethod finds the method through the class hierarchy and so,
+    // for an inherited method, changes the superclass's implementation for every
+    // subclass. Apple's adds an override to the class itself, which is what we need:
+    // change the class's own method, or add one when it only inherits it.
+    // SAFETY: `class` and `sel` came from the runtime; class_getInstanceMethod only
+    // searches method lists.
+    let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
+    let inherited = match rt.superclass(class) {
+        // SAFETY: as above, for the superclass the runtime returned.
+        Some(superclass) => {
+            !method.is_null() && method == unsafe { class_getInstanceMethod(superclass.0, sel.0) }
+        }
+        None => false,
+    };
+    if method.is_null() || inherited {
+        // SAFETY: `imp` is one of our `extern "C"` implementations (or an original we saved)
+        // with the signature `types` describes; `types` is the runtime's own copy of the
+        // replaced method's encoding. class_addMethod copies what it needs and updates the
+        // dispatch tables of the class and its subclasses.
+        unsafe { class_addMethod(class.0, sel.0, imp.0, types.as_ptr()) != 0 }
+    } else {
+        // SAFETY: `method` is the class's own Method, just returned by the runtime; `imp`
+        // has the signature of the implementation it replaces. method_setImplementation
+        // updates the dispatch tables under the runtime lock.
+        unsafe { method_setImplementation(method, imp.0) };
+        true
+    }
+}
+
+/// The class of `object`: its first word, as the GNU headers' inline `object_getClass` reads it.
+///
+/// # Safety
+/// `object` must be a valid, non-null Objective-C object pointer.
+pub unsafe fn object_class(object: *mut c_void) -> Option<Class> {
+    // SAFETY: the caller guarantees `object` is a live object, whose first word is its
+    // `class_pointer` in the GNU runtime's object layout.
+    let class = unsafe { *(object as *const *mut c_void) };
+    (!class.is_null()).then_some(Class(class))
+}
+
+static LOADED: OnceLock<fn()> = OnceLock::new();
+static PREVIOUS: OnceLock<Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>> = OnceLock::new();
+
+unsafe extern "C" fn class_loaded(class: *mut c_void, category: *mut c_void) {
+    if let Some(Some(previous)) = PREVIOUS.get() {
+        // SAFETY: we pass on exactly the arguments the runtime gave us to the callback that
+        // was installed before ours, as the runtime itself would have.
+        unsafe { previous(class, category) };
+    }
+    if category.is_null()
+        && let Some(callback) = LOADED.get()
+    {
+        // A panic must not unwind into the runtime's C frames.
+        let _ = std::panic::catch_unwind(callback);
+    }
+}
+
+/// Chains [`class_loaded`] into `_objc_load_callback`. Only the first call registers.
+pub fn on_classes_loaded(callback: fn()) {
+    if LOADED.set(callback).is_err() {
+        return;
+    }
+    // SAFETY: `_objc_load_callback` is a plain function-pointer variable of libobjc. We read
+    // and write it once, from the shim's initializer, before any code of ours could have
+    // started threads; the runtime reads it under its own lock when it loads classes.
+    unsafe {
+        let slot = &raw mut _objc_load_callback;
+        let _ = PREVIOUS.set(slot.read());
+        slot.write(Some(class_loaded));
+    }
+}

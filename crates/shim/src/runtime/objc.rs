@@ -1,0 +1,82 @@
+//! The part of the Objective-C runtime C API that Apple's runtime and GCC's GNU runtime
+//! share, with the same names and meaning, and the [`Runtime`] operations built on it.
+//! What differs (replacing a method, reading an object's class, load notifications)
+//! lives in `apple.rs` and `gnu.rs`.
+
+use std::ffi::{CStr, c_char, c_void};
+
+use super::{Class, Imp, Resolved, Runtime, Sel, Types, platform};
+
+#[link(name = "objc")]
+unsafe extern "C" {
+    fn objc_lookUpClass(name: *const c_char) -> *mut c_void;
+    fn sel_registerName(name: *const c_char) -> *const c_void;
+    pub(super) fn class_getInstanceMethod(class: *mut c_void, sel: *const c_void) -> *mut c_void;
+    fn method_getImplementation(method: *mut c_void) -> usize;
+    fn method_getTypeEncoding(method: *mut c_void) -> *const c_char;
+    fn class_getName(class: *mut c_void) -> *const c_char;
+    fn class_getSuperclass(class: *mut c_void) -> *mut c_void;
+}
+
+/// The process's Objective-C runtime; a unit struct because all state lives in the runtime.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ObjcRuntime;
+
+impl Runtime for ObjcRuntime {
+    fn look_up_class(&self, name: &CStr) -> Option<Class> {
+        // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass only reads the
+        // class table under the runtime's lock and returns Nil when the class is absent.
+        let class = unsafe { objc_lookUpClass(name.as_ptr()) };
+        (!class.is_null()).then_some(Class(class))
+    }
+
+    fn selector(&self, name: &CStr) -> Sel {
+        // SAFETY: `name` is a valid NUL-terminated string; the runtime copies it when interning.
+        Sel(unsafe { sel_registerName(name.as_ptr()) })
+    }
+
+    fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
+        // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
+        // pointer) and `sel` from sel_registerName; the call only searches method lists.
+        let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
+        if method.is_null() {
+            return None;
+        }
+        // SAFETY: `method` is the non-null Method the runtime just returned; methods are
+        // never freed while their class is loaded.
+        let (imp, types) = unsafe {
+            (
+                method_getImplementation(method),
+                method_getTypeEncoding(method),
+            )
+        };
+        let types = Types::from_runtime(types)?;
+        (imp != 0).then_some(Resolved {
+            imp: Imp(imp),
+            types,
+        })
+    }
+
+    fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+        imp.0 != 0 && platform::replace(self, class, sel, imp, types)
+    }
+
+    fn class_name(&self, class: Class) -> String {
+        // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated
+        // name, which lives as long as the class.
+        let name = unsafe { class_getName(class.0) };
+        if name.is_null() {
+            return String::from("?");
+        }
+        // SAFETY: non-null and NUL-terminated, as above.
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn superclass(&self, class: Class) -> Option<Class> {
+        // SAFETY: `class` came from the runtime; class_getSuperclass only reads it.
+        let superclass = unsafe { class_getSuperclass(class.0) };
+        (!superclass.is_null()).then_some(Class(superclass))
+    }
+}

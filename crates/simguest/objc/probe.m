@@ -1,0 +1,168 @@
+/* Prints what a Metal device answers, and what llama.cpp's ggml-metal would
+ * decide from it, one `key=value` line each, keys prefixed by the device class.
+ *
+ *   probe [--class NAME]... [--threads N] [--no-device] [--no-metal] [--then CMD]
+ *
+ * Built twice: linked against libMetalSim (Metal loaded at start, as a Metal
+ * app is), and with PROBE_DLOPEN (Metal loaded late with dlopen, as Python
+ * importing MLX does; --no-metal then never loads it). */
+#include "MetalSim.h"
+
+#include <objc/runtime.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef PROBE_DLOPEN
+#include <dlfcn.h>
+#endif
+
+static const long families[] = { 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010,
+                                 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002 };
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+static id (*create_device)(const char *);
+
+static void
+print_device(const char *class_name)
+{
+  id device = create_device(class_name);
+  if (device == nil)
+    {
+      printf("%s.error=no such class\n", class_name);
+      return;
+    }
+  BOOL yes[N_FAMILIES];
+  for (size_t i = 0; i < N_FAMILIES; i++)
+    {
+      yes[i] = [device supportsFamily:families[i]];
+      printf("%s.family.%ld=%s\n", class_name, families[i], yes[i] ? "true" : "false");
+    }
+  printf("%s.name=%s\n", class_name, [device name]);
+  printf("%s.max_threadgroup_memory=%lu\n", class_name, [device maxThreadgroupMemoryLength]);
+  if (class_respondsToSelector(object_getClass(device), @selector(recommendedMaxWorkingSetSize)))
+    printf("%s.recommended_working_set_size=%llu\n", class_name,
+           [(MTLParavirtualDevice *)device recommendedMaxWorkingSetSize]);
+  /* ggml_metal_device_init's gates (DESIGN.md section 1). */
+  BOOL apple6 = [device supportsFamily:1006], apple7 = [device supportsFamily:1007];
+  BOOL metal3 = [device supportsFamily:5001], metal4 = [device supportsFamily:5002];
+  BOOL tensor = metal4;
+  BOOL bfloat = (metal3 || apple6) && getenv("GGML_METAL_BF16_DISABLE") == NULL && !tensor;
+  printf("%s.llama.simdgroup_reduction=%s\n", class_name, (apple7 || metal3) ? "true" : "false");
+  printf("%s.llama.simdgroup_mm=%s\n", class_name, apple7 ? "true" : "false");
+  printf("%s.llama.bfloat=%s\n", class_name, bfloat ? "true" : "false");
+  printf("%s.llama.tensor=%s\n", class_name, tensor ? "true" : "false");
+}
+
+struct job
+{
+  const char *class_name;
+  char summary[256];
+};
+
+static void *
+thread_main(void *arg)
+{
+  struct job *job = arg;
+  id device = create_device(job->class_name);
+  size_t used = 0;
+  for (size_t i = 0; i < N_FAMILIES && used < sizeof job->summary - 32; i++)
+    if ([device supportsFamily:families[i]])
+      used += snprintf(job->summary + used, sizeof job->summary - used, "%ld,", families[i]);
+  snprintf(job->summary + used, sizeof job->summary - used, " tg=%lu", [device maxThreadgroupMemoryLength]);
+  return NULL;
+}
+
+static void
+print_env(const char *name)
+{
+  const char *value = getenv(name);
+  printf("env.%s=%s\n", name, value ? value : "(unset)");
+}
+
+int
+main(int argc, char **argv)
+{
+  const char *classes[16];
+  int n_classes = 0, threads = 0, no_device = 0, no_metal = 0;
+  const char *then = NULL;
+  for (int i = 1; i < argc; i++)
+    {
+      if (!strcmp(argv[i], "--class") && i + 1 < argc && n_classes < 16)
+        classes[n_classes++] = argv[++i];
+      else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+        threads = atoi(argv[++i]);
+      else if (!strcmp(argv[i], "--then") && i + 1 < argc)
+        then = argv[++i];
+      else if (!strcmp(argv[i], "--no-device"))
+        no_device = 1;
+      else if (!strcmp(argv[i], "--no-metal"))
+        no_metal = 1;
+      else
+        {
+          fprintf(stderr, "probe: unknown argument %s\n", argv[i]);
+          return 2;
+        }
+    }
+  if (n_classes == 0)
+    classes[n_classes++] = "MTLParavirtualDevice";
+  printf("pid=%d\n", (int)getpid());
+  print_env("LD_PRELOAD");
+  print_env("CAPSHIM_APPLE_FAMILY_MAX");
+#ifdef PROBE_DLOPEN
+  if (no_metal)
+    {
+      /* Whether anything (such as an injected library) brought Metal in anyway. */
+      printf("metal=%s\n", dlsym(RTLD_DEFAULT, "MTLSimCreateDevice") ? "loaded by someone else" : "not loaded");
+      no_device = 1;
+    }
+  else
+    {
+      void *metal = dlopen(METAL_PATH, RTLD_NOW | RTLD_GLOBAL);
+      if (metal == NULL)
+        {
+          fprintf(stderr, "probe: dlopen %s: %s\n", METAL_PATH, dlerror());
+          return 3;
+        }
+      create_device = (id (*)(const char *))dlsym(metal, "MTLSimCreateDevice");
+      printf("metal=dlopened\n");
+    }
+#else
+  (void)no_metal;
+  create_device = MTLSimCreateDevice;
+  printf("metal=linked\n");
+#endif
+  fflush(stdout);
+  if (!no_device && threads > 0)
+    {
+      pthread_t ids[64];
+      struct job jobs[64];
+      if (threads > 64)
+        threads = 64;
+      for (int i = 0; i < threads; i++)
+        {
+          jobs[i].class_name = classes[i % n_classes];
+          jobs[i].summary[0] = 0;
+          pthread_create(&ids[i], NULL, thread_main, &jobs[i]);
+        }
+      for (int i = 0; i < threads; i++)
+        {
+          pthread_join(ids[i], NULL);
+          printf("thread.%d.%s=%s\n", i, jobs[i].class_name, jobs[i].summary);
+        }
+    }
+  else if (!no_device)
+    for (int i = 0; i < n_classes; i++)
+      print_device(classes[i]);
+  fflush(stdout);
+  if (then != NULL)
+    {
+      int status = system(then);
+      fflush(stdout);
+      if (status != 0)
+        return 4;
+    }
+  return 0;
+}
