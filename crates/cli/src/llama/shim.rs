@@ -189,6 +189,9 @@ pub struct Activation {
     /// At least one `hooked` event in the status file, or a `hooked` stderr line:
     /// the answers really changed.
     pub activated: bool,
+    /// The shim was loaded and accepted its configuration (an `active` event or line), whether
+    /// or not it then hooked anything.
+    pub loaded: bool,
     /// Device classes hooked.
     pub hooked_classes: Vec<String>,
     /// Why the shim stayed stock or a hook failed, as it said.
@@ -214,6 +217,7 @@ impl Activation {
         };
         for e in events {
             match e.event.as_str() {
+                "active" => a.loaded = true,
                 "hooked" => {
                     a.activated = true;
                     add_class(&mut a, e.class.as_deref().unwrap_or("?"));
@@ -237,6 +241,7 @@ impl Activation {
             };
             a.stderr_lines.push(line.trim_end().to_string());
             match parsed {
+                ShimLine::Active { .. } => a.loaded = true,
                 ShimLine::Hooked { class, .. } => {
                     a.activated = true;
                     add_class(&mut a, &class);
@@ -260,6 +265,7 @@ impl Activation {
         let mut all = Activation {
             expected: first.expected,
             activated: runs.iter().all(|r| r.activated),
+            loaded: runs.iter().all(|r| r.loaded),
             ..Activation::default()
         };
         for run in runs {
@@ -295,6 +301,10 @@ impl Activation {
         }
         if self.activated {
             format!("shim active, hooked {}", self.hooked_classes.join(", "))
+        } else if self.reasons.is_empty() && self.loaded {
+            "shim did NOT activate: it loaded with its profile but hooked no Metal device class \
+             (Metal never created a device in the process)"
+                .to_string()
         } else if self.reasons.is_empty() {
             format!(
                 "shim did NOT activate: no `hooked` event ({} status events, {} capshim stderr lines)",
@@ -374,8 +384,11 @@ mod tests {
         // Active but nothing hooked: the answers never changed.
         let a = Activation::from_evidence(true, &events[..1], "");
         assert!(!a.activated);
+        assert!(a.loaded);
         assert!(
-            a.describe().contains("did NOT activate"),
+            a.describe().contains(
+                "did NOT activate: it loaded with its profile but hooked no Metal device class"
+            ),
             "{}",
             a.describe()
         );
