@@ -242,7 +242,40 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
         .arg(&out)
         .assert()
         .success()
-        .stdout(stdout);
+        .stdout(stdout.clone());
+
+    // With the real shim (built by cargo next to capshim), the chain shim -> status file ->
+    // bench is real too: it loads, reports `active`, and hooks nothing without Metal. Without
+    // --dylib, bench finds it next to the capshim executable.
+    let next_to_capshim =
+        assert_cmd::cargo::cargo_bin("capshim").with_file_name(shim.file_name().unwrap());
+    if next_to_capshim.canonicalize().ok().as_deref() == Some(shim.as_path()) {
+        let status = read(&out.join("raw/apple9-64k-r1.status.jsonl"));
+        assert!(status.contains("\"event\":\"active\""), "{status}");
+        assert!(!status.contains("\"event\":\"hooked\""), "{status}");
+        assert!(
+            stdout.contains("it loaded with its profile but hooked no Metal device class"),
+            "{stdout}"
+        );
+        capshim()
+            .arg("bench")
+            .arg("-m")
+            .arg(&model)
+            .arg("--llama-bench")
+            .arg(&llama)
+            .args(["-r", "1", "-p", "32", "-n", "8", "--rounds", "1", "-o"])
+            .arg(tmp.path().join("default-dylib"))
+            .args(["--", "-t", "1"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "Check that LD_PRELOAD can load {}",
+                shim.display()
+            )))
+            .stderr(predicate::str::contains(
+                "it said: capshim: active in llama-bench",
+            ));
+    }
 
     // A shim path that does not exist is refused before anything runs.
     capshim()
