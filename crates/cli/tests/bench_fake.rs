@@ -188,10 +188,10 @@ fn writes_a_sealed_bundle_in_abba_order() {
             .any(|v| v == "CAPSHIM_LOG")
     );
     let set: Vec<String> = runs[1]["env"]["set"]
-        .as_array()
+        .as_object()
         .unwrap()
         .iter()
-        .map(|kv| format!("{}={}", kv[0].as_str().unwrap(), kv[1].as_str().unwrap()))
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
         .collect();
     assert!(
         set.contains(&"CAPSHIM_APPLE_FAMILY_MAX=1009".to_string()),

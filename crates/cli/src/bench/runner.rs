@@ -254,10 +254,23 @@ impl Plan {
 /// The environment change of one arm.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct EnvChange {
-    /// Variables set, in order.
+    /// Variables set, in order (a JSON object, name to value).
+    #[serde(serialize_with = "pairs_as_object")]
     pub set: Vec<(String, String)>,
     /// Variables removed from capshim's own environment.
     pub removed: Vec<String>,
+}
+
+fn pairs_as_object<S: serde::Serializer>(
+    pairs: &[(String, String)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
 }
 
 /// The environment of an arm: capshim's and the injection variable are always removed first (so
