@@ -66,7 +66,8 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                 .margin(12)
                 .x_label_area_size(36)
                 .y_label_area_size(64)
-                .build_cartesian_2d((0..arms.len()).into_segmented(), 0.0..top)?;
+                // Plotters integer ranges include their end: 0..=n-1 gives one segment per arm.
+                .build_cartesian_2d((0..arms.len().saturating_sub(1)).into_segmented(), 0.0..top)?;
             chart
                 .configure_mesh()
                 .disable_x_mesh()
@@ -113,4 +114,52 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
         root.present()?;
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::results::analyze;
+    use crate::bench::results::tests::{arm, row};
+
+    #[test]
+    fn one_bar_per_arm_and_test_and_a_note_for_missing_ones() {
+        let summary = analyze(&[
+            arm(
+                "host",
+                Role::Host,
+                vec![vec![
+                    row("m", 512, 0, &[4871.99]),
+                    row("m", 0, 128, &[286.71]),
+                ]],
+            ),
+            arm(
+                "stock",
+                Role::Stock,
+                vec![vec![
+                    row("m", 512, 0, &[431.86]),
+                    row("m", 0, 128, &[12.63]),
+                ]],
+            ),
+            arm(
+                "unlocked",
+                Role::Other,
+                vec![vec![row("m", 512, 0, &[4786.70])]],
+            ),
+        ])
+        .unwrap();
+        let svg = Svg.render(&summary).unwrap();
+        // The background plus five bars: unlocked has no tg128.
+        assert_eq!(svg.matches("<rect").count(), 6, "{svg}");
+        assert_eq!(svg.matches("missing").count(), 1);
+        for label in ["pp512", "tg128", "host", "stock", "unlocked", "4786.70"] {
+            assert!(svg.contains(label), "{label}");
+        }
+        // One x-axis slot per arm, each labelled: no empty slot after the last arm.
+        assert_eq!(svg.matches(">\nunlocked\n<").count(), 2, "{svg}");
+        assert!(
+            !svg.contains(">\n\n</text>"),
+            "an unlabelled x-axis slot: {svg}"
+        );
+    }
 }
