@@ -2,11 +2,15 @@
 
 #![forbid(unsafe_code)]
 
+mod bench;
+mod bundle;
 mod commands;
 mod deploy;
 mod device_report;
 mod explain;
+mod export;
 mod launch;
+mod llama;
 mod macho;
 mod platform;
 mod profile_args;

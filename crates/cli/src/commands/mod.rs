@@ -1,10 +1,12 @@
 //! One module per subcommand; each is thin and calls into the concept modules.
 
 mod agent;
+mod bench;
 mod explain;
 mod host;
 mod probe;
 mod profiles;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -28,6 +30,10 @@ enum Command {
     Probe(probe::ProbeArgs),
     Agent(agent::AgentArgs),
     Host(host::HostArgs),
+    /// Measure stock vs unlocked (vs host) with llama-bench into an evidence bundle.
+    Bench(bench::BenchArgs),
+    /// Turn llama-bench JSON files or evidence bundles into the comparison table.
+    Report(report::ReportArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -39,5 +45,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Probe(args) => probe::execute(args),
         Command::Agent(args) => agent::execute(args),
         Command::Host(args) => host::execute(args),
+        Command::Bench(args) => bench::execute(args),
+        Command::Report(args) => report::execute(args),
     }
 }

@@ -1,0 +1,50 @@
+//! The bundle's table of contents, stored under the `bundle` key of `summary.json`: which files
+//! belong to which arm and round, so `capshim report` re-renders a bundle from its raw files.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the manifest layout.
+pub const FORMAT: u32 = 1;
+
+/// Which raw files make up a bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Layout version ([`FORMAT`]).
+    pub format: u32,
+    /// Every arm, in the order they were given.
+    pub arms: Vec<ManifestArm>,
+}
+
+/// One arm of a bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestArm {
+    /// The arm's name.
+    pub name: String,
+    /// `stock`, `host` or `other`.
+    pub role: String,
+    /// The named profile it ran with (`stock` for none), or `null` for a baseline file.
+    pub profile: Option<String>,
+    /// Whether the shim was injected.
+    pub shim: bool,
+    /// Its runs.
+    pub runs: Vec<ManifestRun>,
+}
+
+/// One llama-bench process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestRun {
+    /// 1-based round.
+    pub round: u32,
+    /// llama-bench's JSON output, relative to the bundle.
+    pub json: String,
+    /// llama-bench's stderr, relative to the bundle, when it was captured.
+    pub stderr: Option<String>,
+    /// The shim's status file, relative to the bundle, for arms with the shim.
+    pub status: Option<String>,
+}
+
+/// Only the manifest of a `summary.json`.
+#[derive(Deserialize)]
+pub(crate) struct SummaryFile {
+    pub bundle: Manifest,
+}

@@ -1,0 +1,143 @@
+//! Evidence bundles: a directory that holds a bench run's raw outputs and everything derived
+//! from them, sealed by `SHA256SUMS`. A bundle is created once and never overwritten.
+
+pub mod load;
+pub mod manifest;
+pub mod sums;
+pub mod time;
+
+use std::path::{Path, PathBuf};
+
+pub use load::load_arms;
+pub use manifest::{Manifest, ManifestArm, ManifestRun};
+pub use sums::{verify, write_sums};
+
+/// The checksum file at the top of a bundle.
+pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The directory of raw llama-bench outputs, stderr and status files.
+pub const RAW_DIR: &str = "raw";
+
+/// Why a bundle cannot be created, read or trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The output directory already exists.
+    #[error(
+        "{0} already exists: a bundle is never overwritten; choose a new -o directory or leave -o out \
+         for a new dated one"
+    )]
+    Exists(PathBuf),
+    /// A file system operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The directory is not a bundle.
+    #[error(
+        "{path} is not a capshim evidence bundle ({why}); give a directory written by `capshim bench`, \
+         or llama-bench files with --arm NAME=FILE"
+    )]
+    NotABundle {
+        /// The directory.
+        path: PathBuf,
+        /// What is missing.
+        why: String,
+    },
+    /// The bundle's files do not match its `SHA256SUMS`.
+    #[error(
+        "{path} was changed after it was written: {}; do not trust its figures: rerun `capshim bench`, \
+         or restore the bundle from its original copy",
+        problems.join("; ")
+    )]
+    Tampered {
+        /// The bundle.
+        path: PathBuf,
+        /// Every file that differs, is missing or was added.
+        problems: Vec<String>,
+    },
+}
+
+impl BundleError {
+    pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| BundleError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// Creates a new bundle directory with its `raw/` subdirectory.
+///
+/// With `path`, that exact directory, which must not exist. Without, a new
+/// `capshim-bench-YYYYMMDD-HHMMSS` directory (UTC) in the current directory, with `-2`, `-3`...
+/// appended if that name is taken.
+///
+/// # Errors
+/// [`BundleError::Exists`] when `path` exists; [`BundleError::Io`] when it cannot be created.
+pub fn create(path: Option<&Path>) -> Result<PathBuf, BundleError> {
+    let dir = match path {
+        Some(p) => {
+            if p.exists() {
+                return Err(BundleError::Exists(p.to_path_buf()));
+            }
+            create_new(p)?;
+            p.to_path_buf()
+        }
+        None => {
+            let base = format!("capshim-bench-{}", time::compact(time::now()));
+            let mut made = None;
+            for n in 1..1000 {
+                let name = if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                };
+                let candidate = PathBuf::from(&name);
+                match std::fs::create_dir(&candidate) {
+                    Ok(()) => {
+                        made = Some(candidate);
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(BundleError::io("cannot create", &candidate)(e)),
+                }
+            }
+            made.ok_or_else(|| BundleError::Exists(PathBuf::from(base)))?
+        }
+    };
+    let raw = dir.join(RAW_DIR);
+    std::fs::create_dir(&raw).map_err(BundleError::io("cannot create", &raw))?;
+    Ok(dir)
+}
+
+fn create_new(p: &Path) -> Result<(), BundleError> {
+    match std::fs::create_dir(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(BundleError::Exists(p.to_path_buf()))
+        }
+        Err(e) => Err(BundleError::io("cannot create the bundle directory", p)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_existing_directory_is_never_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("b");
+        assert_eq!(create(Some(&dir)).unwrap(), dir);
+        assert!(dir.join(RAW_DIR).is_dir());
+        let err = create(Some(&dir)).unwrap_err();
+        assert!(matches!(err, BundleError::Exists(_)));
+        assert!(err.to_string().contains("never overwritten"), "{err}");
+    }
+}

@@ -1,0 +1,198 @@
+//! `capshim report`: llama-bench JSON files, or evidence bundles, to the comparison table.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::bench::results::{ArmInput, Role, RunInput, analyze};
+use crate::bundle::{self, BundleError};
+use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
+use crate::llama::read_bench_file;
+
+/// Exit code for a bundle whose files do not match its SHA256SUMS.
+pub const EXIT_TAMPERED: u8 = 3;
+
+const AFTER_HELP: &str = "\
+Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
+(n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
+(unlocked median / stock median) and the arm named `host` (or --host) for percent of host
+(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
+lacks show as `missing`.
+
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench`: their SHA256SUMS is checked
+first, then they are re-rendered from their raw files; several bundles give one table, arms named
+<bundle>/<arm>, each compared with its own bundle's stock arm.
+
+Exit codes:
+  0  the report was printed
+  1  error (unreadable or non-llama-bench input, models disagree within an arm, ...)
+  2  bad command line
+  3  a bundle was changed after it was written (SHA256SUMS mismatch, missing or added files)
+
+Examples:
+  capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
+  capshim report --arm stock=s1.json,s2.json --arm apple9-64k=u1.json,u2.json --json
+  capshim report capshim-bench-20261130-210000
+  capshim report bundle-m1 bundle-m2 --csv
+";
+
+/// Arguments of `capshim report`.
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct ReportArgs {
+    /// Evidence bundle directories written by `capshim bench`.
+    #[arg(value_name = "BUNDLE_DIR")]
+    pub bundles: Vec<PathBuf>,
+
+    /// An arm: its name and its llama-bench JSON/JSONL files. Repeat for each arm.
+    #[arg(long = "arm", value_name = "NAME=FILE[,FILE...]")]
+    pub arms: Vec<String>,
+
+    /// The arm speedups are computed against [default: stock].
+    #[arg(long = "stock", value_name = "NAME")]
+    pub stock: Option<String>,
+
+    /// The bare-metal arm for percent of host [default: host].
+    #[arg(long = "host", value_name = "NAME")]
+    pub host: Option<String>,
+
+    /// Print JSON: {"rows":[{"test","n_prompt","n_gen","n_depth","arms":{NAME:{median_ts,...}}}]}.
+    #[arg(long, group = "format")]
+    pub json: bool,
+
+    /// Print CSV: one line per test and metric, a column per arm.
+    #[arg(long, group = "format")]
+    pub csv: bool,
+
+    /// Print the Markdown table (the default).
+    #[arg(long, group = "format")]
+    pub markdown: bool,
+
+    /// Print an SVG chart.
+    #[arg(long, group = "format")]
+    pub svg: bool,
+}
+
+fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
+    let mut arms = Vec::new();
+    let prefixed = args.bundles.len() > 1;
+    for (i, dir) in args.bundles.iter().enumerate() {
+        if !dir.is_dir() {
+            bail!(
+                "{} is not a directory: give llama-bench files with --arm NAME=FILE, and bundle directories as arguments",
+                dir.display()
+            );
+        }
+        bundle::verify(dir)?;
+        let manifest = bundle::load::read_manifest(dir)?;
+        let prefix = prefixed.then(|| {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| format!("bundle{}", i + 1));
+            if args.bundles[..i]
+                .iter()
+                .any(|d| d.file_name() == dir.file_name())
+            {
+                format!("{name}#{}", i + 1)
+            } else {
+                name
+            }
+        });
+        arms.extend(bundle::load_arms(dir, &manifest, prefix.as_deref())?);
+    }
+    for spec in &args.arms {
+        let Some((name, files)) = spec.split_once('=') else {
+            bail!(
+                "--arm {spec:?} has no `=`; write it as NAME=FILE[,FILE...], e.g. --arm stock=stock.json"
+            );
+        };
+        if name.is_empty() || files.is_empty() {
+            bail!(
+                "--arm {spec:?}: both the name and at least one file are needed, e.g. --arm stock=stock.json"
+            );
+        }
+        let mut runs = Vec::new();
+        for (i, file) in files.split(',').enumerate() {
+            let path = PathBuf::from(file);
+            if path.is_dir() {
+                bail!(
+                    "--arm {name}: {file} is a directory; give a bundle directory as a plain argument (capshim report {file})"
+                );
+            }
+            runs.push(RunInput {
+                round: i as u32 + 1,
+                rows: read_bench_file(&path)?,
+                path,
+            });
+        }
+        arms.push(ArmInput {
+            name: name.to_string(),
+            role: match name {
+                "stock" => Role::Stock,
+                "host" => Role::Host,
+                _ => Role::Other,
+            },
+            group: None,
+            runs,
+            metal: Vec::new(),
+            activation: None,
+        });
+    }
+    if arms.is_empty() {
+        bail!(
+            "nothing to report: give --arm NAME=FILE for each arm, or bundle directories written by `capshim bench`"
+        );
+    }
+    // Roles: an arm named by --stock / --host takes that role from every other arm; otherwise
+    // bundles keep their recorded roles and --arm arms go by the names `stock` and `host`.
+    for (flag, name, role) in [
+        ("--stock", args.stock.as_deref(), Role::Stock),
+        ("--host", args.host.as_deref(), Role::Host),
+    ] {
+        let Some(name) = name else { continue };
+        if !arms.iter().any(|a| a.name == name) {
+            let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+            bail!(
+                "{flag} {name:?} names no arm; the arms are: {}",
+                names.join(", ")
+            );
+        }
+        for arm in &mut arms {
+            if arm.name == name {
+                arm.role = role;
+            } else if arm.role == role {
+                arm.role = Role::Other;
+            }
+        }
+    }
+    Ok(arms)
+}
+
+/// Runs `capshim report`.
+pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let arms = match arm_inputs(&args) {
+        Ok(arms) => arms,
+        Err(e) => {
+            if let Some(tampered @ BundleError::Tampered { .. }) = e.downcast_ref::<BundleError>() {
+                eprintln!("capshim: error: {tampered}");
+                return Ok(ExitCode::from(EXIT_TAMPERED));
+            }
+            return Err(e);
+        }
+    };
+    let summary = analyze(&arms)?;
+    let exporter: Box<dyn Exporter> = if args.json {
+        Box::new(Json)
+    } else if args.csv {
+        Box::new(Csv)
+    } else if args.svg {
+        Box::new(Svg)
+    } else {
+        Box::new(Markdown)
+    };
+    print!("{}", exporter.render(&summary)?);
+    Ok(ExitCode::SUCCESS)
+}

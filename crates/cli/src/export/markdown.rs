@@ -1,0 +1,204 @@
+//! `report.md` and the default terminal output: the table of DESIGN.md section 2 (host, stock,
+//! each other arm, speedup, percent of host), then the per-arm details, what the workload
+//! reported, and the warnings.
+
+use super::{ExportError, Exporter, cell, format_percent, format_speedup, format_ts};
+use crate::bench::results::Summary;
+use crate::bench::stats;
+
+/// Markdown output.
+pub struct Markdown;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A Markdown table padded so that its columns line up in a terminal.
+fn table(headers: &[String], aligns: &[Align], rows: &[Vec<String>]) -> String {
+    let width = |s: &str| s.chars().count();
+    let mut widths: Vec<usize> = headers.iter().map(|h| width(h).max(3)).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(c));
+        }
+    }
+    let pad = |text: &str, w: usize, align: Align| {
+        let fill = " ".repeat(w - width(text));
+        match align {
+            Align::Left => format!("{text}{fill}"),
+            Align::Right => format!("{fill}{text}"),
+        }
+    };
+    let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+    let mut out = line(
+        headers
+            .iter()
+            .zip(&widths)
+            .zip(aligns)
+            .map(|((h, &w), &a)| pad(h, w, a))
+            .collect(),
+    );
+    out.push_str(&line(
+        widths
+            .iter()
+            .zip(aligns)
+            .map(|(&w, &a)| match a {
+                Align::Left => "-".repeat(w),
+                Align::Right => format!("{}:", "-".repeat(w - 1)),
+            })
+            .collect(),
+    ));
+    for row in rows {
+        out.push_str(&line(
+            row.iter()
+                .zip(&widths)
+                .zip(aligns)
+                .map(|((c, &w), &a)| pad(c, w, a))
+                .collect(),
+        ));
+    }
+    out
+}
+
+impl Exporter for Markdown {
+    fn file_name(&self) -> &'static str {
+        "report.md"
+    }
+
+    fn render(&self, summary: &Summary) -> Result<String, ExportError> {
+        Ok(render(summary))
+    }
+}
+
+/// The Markdown report of `summary`.
+pub fn render(summary: &Summary) -> String {
+    let others = summary.other_arms();
+    let single = others.len() == 1;
+    let mut headers = vec!["model".to_string(), "test".to_string()];
+    let mut aligns = vec![Align::Left, Align::Left];
+    for arm in &summary.arm_order {
+        headers.push(arm.clone());
+        aligns.push(Align::Right);
+    }
+    for arm in &others {
+        if summary.stock.is_some() {
+            headers.push(if single {
+                "speedup".into()
+            } else {
+                format!("speedup {arm}")
+            });
+            aligns.push(Align::Right);
+        }
+        if summary.host.is_some() {
+            headers.push(if single {
+                "of host".into()
+            } else {
+                format!("of host {arm}")
+            });
+            aligns.push(Align::Right);
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, row) in summary.rows.iter().enumerate() {
+        let mut cells = vec![row.model.clone(), row.test.clone()];
+        for arm in &summary.arm_order {
+            cells.push(format_ts(cell(summary, i, arm)));
+        }
+        for arm in &others {
+            let s = cell(summary, i, arm);
+            if summary.stock.is_some() {
+                cells.push(format_speedup(s.and_then(|s| s.speedup_vs_stock)));
+            }
+            if summary.host.is_some() {
+                cells.push(format_percent(s.and_then(|s| s.percent_of_host)));
+            }
+        }
+        rows.push(cells);
+    }
+    let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.\n\n");
+    out.push_str(&table(&headers, &aligns, &rows));
+
+    // Details: every arm's spread and the speedup's confidence interval.
+    out.push_str(&format!(
+        "\nPer arm: samples_ts range (tokens/s), coefficient of variation, and the speedup's 95% \
+         bootstrap confidence interval ({} resamples, fixed seed).\n\n",
+        stats::BOOTSTRAP_RESAMPLES
+    ));
+    let headers: Vec<String> = [
+        "test", "arm", "median", "min", "max", "samples", "CV", "speedup", "95% CI",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let aligns = [
+        Align::Left,
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+    ];
+    let mut rows = Vec::new();
+    for (i, row) in summary.rows.iter().enumerate() {
+        for arm in &summary.arm_order {
+            let Some(s) = cell(summary, i, arm) else {
+                rows.push(vec![
+                    row.test.clone(),
+                    arm.clone(),
+                    "missing".into(),
+                    String::new(),
+                    String::new(),
+                    "0".into(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]);
+                continue;
+            };
+            rows.push(vec![
+                row.test.clone(),
+                arm.clone(),
+                format!("{:.2}", s.median_ts),
+                format!("{:.2}", s.min_ts),
+                format!("{:.2}", s.max_ts),
+                s.samples.to_string(),
+                s.cv.map_or_else(|| "—".into(), |cv| format!("{:.1}%", cv * 100.0)),
+                format_speedup(s.speedup_vs_stock),
+                s.speedup_ci95
+                    .map_or_else(|| "—".into(), |ci| format!("{:.2}–{:.2}", ci.low, ci.high)),
+            ]);
+        }
+    }
+    out.push_str(&table(&headers, &aligns, &rows));
+
+    if !summary.capabilities.0.is_empty() {
+        out.push_str("\nWhat llama.cpp reported (ggml-metal device lines on stderr):\n\n");
+        for (arm, report) in &summary.capabilities.0 {
+            out.push_str(&format!("- {arm}: {}\n", report.describe()));
+        }
+    }
+    if !summary.activation.0.is_empty() {
+        out.push_str("\nShim activation (status file and `capshim:` stderr lines):\n\n");
+        for (arm, a) in &summary.activation.0 {
+            out.push_str(&format!("- {arm}: {}\n", a.describe()));
+        }
+    }
+    if !summary.llama_cpp_builds.0.is_empty() {
+        out.push_str("\nllama.cpp build (build_number (build_commit)):\n\n");
+        for (arm, build) in &summary.llama_cpp_builds.0 {
+            out.push_str(&format!("- {arm}: {build}\n"));
+        }
+    }
+    if !summary.warnings.is_empty() {
+        out.push_str("\nWarnings:\n\n");
+        for w in &summary.warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+    }
+    out
+}

@@ -1,0 +1,428 @@
+//! The shim's own evidence: its `capshim:` stderr lines and its status file
+//! (`CAPSHIM_STATUS_FILE`, one JSON object per line).
+
+use serde::{Deserialize, Serialize};
+
+/// One `capshim: ` line from a workload's stderr.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ShimLine {
+    /// `capshim: active in <process> (pid <n>): <profile> scope=<scope>`
+    Active {
+        /// Executable name.
+        process: String,
+        /// Process id.
+        pid: u32,
+        /// The rest of the line: the profile values and the scope.
+        detail: String,
+    },
+    /// `capshim: hooked <ClassName> in <process> (pid <n>)`
+    Hooked {
+        /// The device class whose answers changed.
+        class: String,
+        /// Executable name.
+        process: String,
+        /// Process id.
+        pid: u32,
+    },
+    /// `capshim: staying stock in <process> (pid <n>): <reason>`
+    Stock {
+        /// Executable name.
+        process: String,
+        /// Process id.
+        pid: u32,
+        /// Why.
+        reason: String,
+    },
+    /// `capshim: hook failed on <ClassName> in <process> (pid <n>): <reason>`
+    HookFailed {
+        /// The class.
+        class: String,
+        /// Executable name.
+        process: String,
+        /// Process id.
+        pid: u32,
+        /// Why.
+        reason: String,
+    },
+    /// Any other `capshim:` line, kept verbatim (without the prefix).
+    Other {
+        /// The text after `capshim: `.
+        text: String,
+    },
+}
+
+/// Splits `<process> (pid <n>)<rest>` into process, pid and what follows the closing parenthesis.
+fn process_pid(text: &str) -> Option<(String, u32, &str)> {
+    let open = text.rfind(" (pid ")?;
+    let process = &text[..open];
+    let after = &text[open + " (pid ".len()..];
+    let close = after.find(')')?;
+    let pid = after[..close].parse().ok()?;
+    Some((process.to_string(), pid, &after[close + 1..]))
+}
+
+impl ShimLine {
+    /// Parses one stderr line; `None` when it is not a `capshim: ` line.
+    pub fn parse(line: &str) -> Option<ShimLine> {
+        let text = line.trim_end().strip_prefix("capshim: ")?;
+        let other = || ShimLine::Other {
+            text: text.to_string(),
+        };
+        let parsed = if let Some(rest) = text.strip_prefix("active in ") {
+            // The process name comes before the first "): ".
+            rest.split_once("): ").and_then(|(head, detail)| {
+                let (process, pid, _) = process_pid(&format!("{head})"))?;
+                Some(ShimLine::Active {
+                    process,
+                    pid,
+                    detail: detail.to_string(),
+                })
+            })
+        } else if let Some(rest) = text.strip_prefix("hooked ") {
+            rest.split_once(" in ").and_then(|(class, tail)| {
+                let (process, pid, _) = process_pid(tail)?;
+                Some(ShimLine::Hooked {
+                    class: class.to_string(),
+                    process,
+                    pid,
+                })
+            })
+        } else if let Some(rest) = text.strip_prefix("staying stock in ") {
+            rest.split_once("): ").and_then(|(head, reason)| {
+                let (process, pid, _) = process_pid(&format!("{head})"))?;
+                Some(ShimLine::Stock {
+                    process,
+                    pid,
+                    reason: reason.to_string(),
+                })
+            })
+        } else if let Some(rest) = text.strip_prefix("hook failed on ") {
+            rest.split_once(" in ").and_then(|(class, tail)| {
+                let (head, reason) = tail.split_once("): ")?;
+                let (process, pid, _) = process_pid(&format!("{head})"))?;
+                Some(ShimLine::HookFailed {
+                    class: class.to_string(),
+                    process,
+                    pid,
+                    reason: reason.to_string(),
+                })
+            })
+        } else {
+            None
+        };
+        Some(parsed.unwrap_or_else(other))
+    }
+}
+
+/// The profile values a status event reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusProfile {
+    /// Highest Apple family answered true.
+    pub apple_family_max: i64,
+    /// Threadgroup memory floor, in bytes.
+    pub max_threadgroup_memory: u64,
+    /// Working set floor, in bytes; `null` when left alone.
+    pub recommended_working_set_size: Option<u64>,
+}
+
+/// One line of the shim's status file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusEvent {
+    /// Process id.
+    pub pid: u32,
+    /// Executable name.
+    pub process: String,
+    /// `active`, `inactive`, `hooked` or `failed`.
+    pub event: String,
+    /// Why (for `inactive` and `failed`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The device class (for `hooked` and `failed`).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// The profile (for `active`).
+    #[serde(default)]
+    pub profile: Option<StatusProfile>,
+}
+
+/// A status file that cannot be read as the shim's JSON lines.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path}: line {line} is not a capshim status event ({why}); \
+     the file must be written only by the shim through CAPSHIM_STATUS_FILE: use a fresh file per run"
+)]
+pub struct StatusFileError {
+    /// The file.
+    pub path: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What the JSON parser said.
+    pub why: String,
+}
+
+impl StatusEvent {
+    /// Parses a whole status file. `path` is only used in error messages.
+    ///
+    /// # Errors
+    /// [`StatusFileError`] on the first line that is not a status event.
+    pub fn parse_file(path: &str, text: &str) -> Result<Vec<StatusEvent>, StatusFileError> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l).map_err(|e| StatusFileError {
+                    path: path.to_string(),
+                    line: i + 1,
+                    why: e.to_string(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether the shim changed the answers in a run, from both of its reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Activation {
+    /// Whether the arm was meant to run with the shim.
+    pub expected: bool,
+    /// At least one `hooked` event in the status file, or a `hooked` stderr line:
+    /// the answers really changed.
+    pub activated: bool,
+    /// The shim was loaded and accepted its configuration (an `active` event or line), whether
+    /// or not it then hooked anything.
+    pub loaded: bool,
+    /// Device classes hooked.
+    pub hooked_classes: Vec<String>,
+    /// Why the shim stayed stock or a hook failed, as it said.
+    pub reasons: Vec<String>,
+    /// Number of status file events read.
+    pub status_events: usize,
+    /// The shim's stderr lines, verbatim.
+    pub stderr_lines: Vec<String>,
+}
+
+impl Activation {
+    /// Combines the status file events and the stderr lines of one run.
+    pub fn from_evidence(expected: bool, events: &[StatusEvent], stderr: &str) -> Activation {
+        let mut a = Activation {
+            expected,
+            status_events: events.len(),
+            ..Activation::default()
+        };
+        let add_class = |a: &mut Activation, class: &str| {
+            if !a.hooked_classes.iter().any(|c| c == class) {
+                a.hooked_classes.push(class.to_string());
+            }
+        };
+        for e in events {
+            match e.event.as_str() {
+                "active" => a.loaded = true,
+                "hooked" => {
+                    a.activated = true;
+                    add_class(&mut a, e.class.as_deref().unwrap_or("?"));
+                }
+                "inactive" | "failed" => {
+                    let what = match &e.class {
+                        Some(class) => format!("{} ({class})", e.event),
+                        None => e.event.clone(),
+                    };
+                    a.reasons.push(format!(
+                        "{what}: {}",
+                        e.reason.as_deref().unwrap_or("no reason given")
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for line in stderr.lines() {
+            let Some(parsed) = ShimLine::parse(line) else {
+                continue;
+            };
+            a.stderr_lines.push(line.trim_end().to_string());
+            match parsed {
+                ShimLine::Active { .. } => a.loaded = true,
+                ShimLine::Hooked { class, .. } => {
+                    a.activated = true;
+                    add_class(&mut a, &class);
+                }
+                ShimLine::Stock { reason, .. } if events.is_empty() => {
+                    a.reasons.push(format!("inactive: {reason}"));
+                }
+                ShimLine::HookFailed { class, reason, .. } if events.is_empty() => {
+                    a.reasons.push(format!("failed ({class}): {reason}"));
+                }
+                _ => {}
+            }
+        }
+        a
+    }
+
+    /// The activation of an arm over all its runs: activated only when every run activated.
+    /// `None` when there are no runs.
+    pub fn combine(runs: &[Activation]) -> Option<Activation> {
+        let first = runs.first()?;
+        let mut all = Activation {
+            expected: first.expected,
+            activated: runs.iter().all(|r| r.activated),
+            loaded: runs.iter().all(|r| r.loaded),
+            ..Activation::default()
+        };
+        for run in runs {
+            for class in &run.hooked_classes {
+                if !all.hooked_classes.contains(class) {
+                    all.hooked_classes.push(class.clone());
+                }
+            }
+            for reason in &run.reasons {
+                if !all.reasons.contains(reason) {
+                    all.reasons.push(reason.clone());
+                }
+            }
+            all.status_events += run.status_events;
+            all.stderr_lines.extend(run.stderr_lines.iter().cloned());
+        }
+        if first.expected && !all.activated && runs.iter().any(|r| r.activated) {
+            let stock = runs.iter().filter(|r| !r.activated).count();
+            all.reasons
+                .push(format!("{stock} of {} runs did not activate", runs.len()));
+        }
+        Some(all)
+    }
+
+    /// One line for a report.
+    pub fn describe(&self) -> String {
+        if !self.expected {
+            return if self.activated {
+                "shim ACTIVE in an arm meant to be stock".to_string()
+            } else {
+                "no shim".to_string()
+            };
+        }
+        if self.activated {
+            format!("shim active, hooked {}", self.hooked_classes.join(", "))
+        } else if self.reasons.is_empty() && self.loaded {
+            "shim did NOT activate: it loaded with its profile but hooked no Metal device class \
+             (Metal never created a device in the process)"
+                .to_string()
+        } else if self.reasons.is_empty() {
+            format!(
+                "shim did NOT activate: no `hooked` event ({} status events, {} capshim stderr lines)",
+                self.status_events,
+                self.stderr_lines.len()
+            )
+        } else {
+            format!("shim did NOT activate: {}", self.reasons.join("; "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_shim_line() {
+        assert_eq!(
+            ShimLine::parse("capshim: active in llama-bench (pid 812): apple_family_max=1009 (Apple9) max_threadgroup_memory=65536 recommended_working_set_size=unchanged scope=children"),
+            Some(ShimLine::Active {
+                process: "llama-bench".into(),
+                pid: 812,
+                detail: "apple_family_max=1009 (Apple9) max_threadgroup_memory=65536 recommended_working_set_size=unchanged scope=children".into()
+            })
+        );
+        assert_eq!(
+            ShimLine::parse("capshim: hooked MTLParavirtualDevice in my tool (pid 9)\n"),
+            Some(ShimLine::Hooked {
+                class: "MTLParavirtualDevice".into(),
+                process: "my tool".into(),
+                pid: 9
+            })
+        );
+        assert_eq!(
+            ShimLine::parse("capshim: staying stock in python3 (pid 10): _MTLDevice not loaded"),
+            Some(ShimLine::Stock {
+                process: "python3".into(),
+                pid: 10,
+                reason: "_MTLDevice not loaded".into()
+            })
+        );
+        assert_eq!(
+            ShimLine::parse(
+                "capshim: hook failed on AGXDevice in llama-bench (pid 11): method supportsFamily: missing"
+            ),
+            Some(ShimLine::HookFailed {
+                class: "AGXDevice".into(),
+                process: "llama-bench".into(),
+                pid: 11,
+                reason: "method supportsFamily: missing".into()
+            })
+        );
+        assert_eq!(
+            ShimLine::parse("capshim: query supportsFamily:1007 original=false returned=true"),
+            Some(ShimLine::Other {
+                text: "query supportsFamily:1007 original=false returned=true".into()
+            })
+        );
+        assert_eq!(ShimLine::parse("ggml_metal_device_init: x"), None);
+    }
+
+    const STATUS: &str = r#"{"pid":123,"process":"llama-bench","event":"active","reason":null,"class":null,"profile":{"apple_family_max":1009,"max_threadgroup_memory":65536,"recommended_working_set_size":null}}
+{"pid":123,"process":"llama-bench","event":"hooked","reason":null,"class":"MTLParavirtualDevice","profile":null}
+"#;
+
+    #[test]
+    fn activation_needs_a_hooked_event() {
+        let events = StatusEvent::parse_file("s.jsonl", STATUS).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].profile.as_ref().unwrap().apple_family_max, 1009);
+        let a = Activation::from_evidence(true, &events, "");
+        assert!(a.activated);
+        assert_eq!(a.hooked_classes, vec!["MTLParavirtualDevice"]);
+        assert_eq!(a.describe(), "shim active, hooked MTLParavirtualDevice");
+
+        // Active but nothing hooked: the answers never changed.
+        let a = Activation::from_evidence(true, &events[..1], "");
+        assert!(!a.activated);
+        assert!(a.loaded);
+        assert!(
+            a.describe().contains(
+                "did NOT activate: it loaded with its profile but hooked no Metal device class"
+            ),
+            "{}",
+            a.describe()
+        );
+
+        let stock = r#"{"pid":5,"process":"llama-bench","event":"inactive","reason":"_MTLDevice not loaded","class":null,"profile":null}"#;
+        let events = StatusEvent::parse_file("s.jsonl", stock).unwrap();
+        let a = Activation::from_evidence(true, &events, "");
+        assert_eq!(
+            a.describe(),
+            "shim did NOT activate: inactive: _MTLDevice not loaded"
+        );
+
+        // stderr alone is evidence too (status file unwritable).
+        let a = Activation::from_evidence(
+            true,
+            &[],
+            "capshim: hooked MTLParavirtualDevice in llama-bench (pid 1)\n",
+        );
+        assert!(a.activated);
+        assert_eq!(a.stderr_lines.len(), 1);
+
+        assert_eq!(
+            Activation::from_evidence(false, &[], "").describe(),
+            "no shim"
+        );
+    }
+
+    #[test]
+    fn a_broken_status_file_is_an_error() {
+        let err =
+            StatusEvent::parse_file("raw/x.status.jsonl", "{\"pid\":1}\nnot json\n").unwrap_err();
+        assert!(
+            err.to_string().contains("raw/x.status.jsonl: line 1"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,412 @@
+//! `capshim bench` end to end against a stand-in llama-bench (a shell script): ordering,
+//! environment, activation checks, bundle contents, checksums and report round trips, fast and
+//! deterministic. `llama_e2e.rs` runs the same command against the real llama-bench.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{capshim, fake_llama_bench, fake_model, inert_shim, result, write_json};
+use predicates::prelude::*;
+
+struct Setup {
+    tmp: tempfile::TempDir,
+    llama: std::path::PathBuf,
+    model: std::path::PathBuf,
+    shim: std::path::PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let llama = fake_llama_bench(tmp.path());
+    let model = fake_model(tmp.path());
+    let shim = inert_shim(tmp.path());
+    Setup {
+        tmp,
+        llama,
+        model,
+        shim,
+    }
+}
+
+impl Setup {
+    /// `capshim bench` with the fake llama-bench, the model, the shim and `-r 3 -p 64 -n 16`.
+    fn bench(&self, out: &Path) -> assert_cmd::Command {
+        self.bench_with(out, &self.shim)
+    }
+
+    /// As [`Setup::bench`], with another shim library path.
+    fn bench_with(&self, out: &Path, shim: &Path) -> assert_cmd::Command {
+        let mut cmd = capshim();
+        cmd.current_dir(self.tmp.path())
+            .env_remove("FAKE_HOOK")
+            .arg("bench")
+            .arg("-m")
+            .arg(&self.model)
+            .arg("--llama-bench")
+            .arg(&self.llama)
+            .arg("--dylib")
+            .arg(shim)
+            .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
+            .arg(out);
+        cmd
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn writes_a_sealed_bundle_in_abba_order() {
+    let s = setup();
+    let out = s.tmp.path().join("bundle");
+    let log = s.tmp.path().join("runs.log");
+    let assert = s
+        .bench(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_LOG", &log)
+        .env("CAPSHIM_LOG", "queries") // inherited shim settings must not leak into arms
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("evidence bundle:"));
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+
+    // ABBA, and the injection variable only in the unlocked arm.
+    let shim = s.shim.display().to_string();
+    let runs: Vec<String> = read(&log).lines().map(str::to_string).collect();
+    assert_eq!(
+        runs,
+        vec![
+            "stock inject=none".to_string(),
+            format!("unlocked inject={shim}"),
+            format!("unlocked inject={shim}"),
+            "stock inject=none".to_string(),
+        ]
+    );
+
+    let mut files: Vec<String> = Vec::new();
+    for dir in [out.clone(), out.join("raw")] {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_file() {
+                let rel = e.path().strip_prefix(&out).unwrap().display().to_string();
+                files.push(rel);
+            }
+        }
+    }
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "SHA256SUMS",
+            "chart.svg",
+            "environment.json",
+            "raw/apple9-64k-r1.json",
+            "raw/apple9-64k-r1.status.jsonl",
+            "raw/apple9-64k-r1.stderr",
+            "raw/apple9-64k-r2.json",
+            "raw/apple9-64k-r2.status.jsonl",
+            "raw/apple9-64k-r2.stderr",
+            "raw/stock-r1.json",
+            "raw/stock-r1.stderr",
+            "raw/stock-r2.json",
+            "raw/stock-r2.stderr",
+            "report.md",
+            "results.csv",
+            "summary.json",
+        ]
+    );
+    // SHA256SUMS is what `sha256sum -c` reads.
+    let sums = read(&out.join("SHA256SUMS"));
+    assert_eq!(sums.lines().count(), files.len() - 1);
+    if let Ok(o) = std::process::Command::new("sha256sum")
+        .arg("-c")
+        .arg("--quiet")
+        .arg("SHA256SUMS")
+        .current_dir(&out)
+        .output()
+    {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    }
+
+    // Results on stdout are the report, and `capshim report BUNDLE` re-renders it exactly.
+    let report_md = read(&out.join("report.md"));
+    assert_eq!(stdout, report_md);
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(report_md.clone());
+    assert!(
+        report_md.contains("| fake  | pp64 | 1000.00 |   10000.00 |  10.00× |"),
+        "{report_md}"
+    );
+    assert!(report_md.contains("- stock: GPU MTL0 (Apple Paravirtual device), MTLGPUFamilyApple5 (1005), simdgroup reduction false"), "{report_md}");
+    assert!(report_md.contains("- apple9-64k: GPU MTL0 (Apple Paravirtual device), MTLGPUFamilyApple9 (1009), simdgroup reduction true"), "{report_md}");
+    assert!(
+        report_md.contains("- apple9-64k: shim active, hooked MTLParavirtualDevice"),
+        "{report_md}"
+    );
+    assert!(report_md.contains("- stock: no shim"), "{report_md}");
+    assert!(!report_md.contains("Warnings:"), "{report_md}");
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    let pp = &summary["rows"][0];
+    assert_eq!(pp["test"], "pp64");
+    let u = &pp["arms"]["apple9-64k"];
+    assert_eq!(u["speedup_vs_stock"], 10.0);
+    assert_eq!(u["samples"], 6);
+    assert_eq!(u["rounds"].as_array().unwrap().len(), 2);
+    assert!(u["speedup_ci95"]["low"].as_f64().unwrap() <= 10.0);
+    assert_eq!(summary["activation"]["apple9-64k"]["activated"], true);
+    assert_eq!(
+        summary["bundle"]["arms"][1]["runs"][0]["status"],
+        "raw/apple9-64k-r1.status.jsonl"
+    );
+
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(env["llama_cpp"]["build_number"], 1);
+    assert_eq!(env["llama_cpp"]["build_commit"], "fake123");
+    assert_eq!(env["files"]["model"]["bytes"], 15);
+    assert_eq!(env["files"]["model"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(env["files"]["dylib"]["path"], shim);
+    assert!(env["files"]["llama_bench"]["sha256"].is_string());
+    assert!(env["machine"]["kernel"].is_string());
+    let runs = env["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    assert_eq!(runs[0]["arm"], "stock");
+    assert!(
+        runs[0]["env"]["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "CAPSHIM_LOG")
+    );
+    let set: Vec<String> = runs[1]["env"]["set"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    assert!(
+        set.contains(&"CAPSHIM_APPLE_FAMILY_MAX=1009".to_string()),
+        "{set:?}"
+    );
+    assert!(
+        set.contains(&"CAPSHIM_MAX_THREADGROUP_MEMORY=65536".to_string()),
+        "{set:?}"
+    );
+    let cmdline = runs[1]["command_line"].as_str().unwrap();
+    assert!(cmdline.contains(" -r 3 -p 64 -n 16 -o json"), "{cmdline}");
+    let svg = read(&out.join("chart.svg"));
+    assert!(svg.starts_with("<svg") && svg.contains("pp64") && svg.contains("apple9-64k"));
+    let csv = read(&out.join("results.csv"));
+    assert!(
+        csv.starts_with("workload,test,metric,unit,stock,apple9-64k,speedup apple9-64k\n"),
+        "{csv}"
+    );
+
+    // Never overwritten.
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "already exists: a bundle is never overwritten",
+        ));
+    assert_eq!(read(&out.join("report.md")), report_md);
+
+    // Tampering: a changed raw file, then an added file, exit code 3.
+    let raw = out.join("raw/stock-r1.json");
+    let original = read(&raw);
+    std::fs::write(&raw, original.replace("1000", "1")).unwrap();
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "raw/stock-r1.json does not match its checksum",
+        ))
+        .stderr(predicate::str::contains("do not trust its figures"));
+    std::fs::write(&raw, original).unwrap();
+    capshim().arg("report").arg(&out).assert().success();
+    std::fs::write(out.join("raw/extra.json"), "[]").unwrap();
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "raw/extra.json is not listed in SHA256SUMS",
+        ));
+}
+
+#[test]
+fn an_unlocked_arm_that_never_hooks_is_an_error_unless_allowed() {
+    let s = setup();
+    let out = s.tmp.path().join("inactive");
+    s.bench(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the shim did not activate in arm apple9-64k round 1",
+        ))
+        .stderr(predicate::str::contains("--allow-inactive"))
+        .stderr(predicate::str::contains("raw files written so far are in"));
+
+    let out = s.tmp.path().join("allowed");
+    let assert = s.bench(&out).arg("--allow-inactive").assert().success();
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("- apple9-64k: shim did NOT activate"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Warnings:\n\n- arm apple9-64k: shim did NOT activate"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("its figures are a stock guest's"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(summary["activation"]["apple9-64k"]["activated"], false);
+}
+
+#[test]
+fn inputs_are_checked_before_anything_runs() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    s.bench_with(&out, &s.tmp.path().join("missing/libcapshim.so"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("shim library"))
+        .stderr(predicate::str::contains(
+            "missing/libcapshim.so does not exist",
+        ))
+        .stderr(predicate::str::contains("--dylib PATH"));
+    s.bench(&out)
+        .args(["--", "-t", "2", "-o", "csv"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("\"-o\" after `--` is refused"));
+    s.bench(&out)
+        .args(["--profile", "apple10-max"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no profile named \"apple10-max\""))
+        .stderr(predicate::str::contains("apple9-64k"));
+    s.bench(&out)
+        .args(["--profile", "stock"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--profile stock-2=stock"));
+    capshim()
+        .args(["bench", "-m"])
+        .arg(s.tmp.path().join("nope.gguf"))
+        .arg("--llama-bench")
+        .arg(&s.llama)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("model"))
+        .stderr(predicate::str::contains("nope.gguf does not exist"));
+    assert!(!out.exists(), "no bundle is created for refused input");
+}
+
+#[test]
+fn a_failing_llama_bench_is_reported_with_its_stderr() {
+    let s = setup();
+    let out = s.tmp.path().join("fail");
+    s.bench(&out)
+        .env("FAKE_FAIL", "1")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-bench failed in arm stock round 1",
+        ))
+        .stderr(predicate::str::contains("failed to load model 'x.gguf'"));
+}
+
+#[test]
+fn aa_check_baseline_and_side_by_side_bundles() {
+    let s = setup();
+    let host = write_json(
+        s.tmp.path(),
+        "host.json",
+        &[
+            result("fake", 64, 0, &[20000.0, 20100.0, 19900.0]),
+            result("fake", 0, 16, &[200.0]),
+        ],
+    );
+    // A/A: a second stock arm; its speedup interval contains 1.
+    let aa = s.tmp.path().join("aa");
+    s.bench(&aa)
+        .args(["--profile", "again=stock", "--rounds", "3", "--baseline"])
+        .arg(&host)
+        .assert()
+        .success();
+    let summary: serde_json::Value = serde_json::from_str(&read(&aa.join("summary.json"))).unwrap();
+    for row in summary["rows"].as_array().unwrap() {
+        let again = &row["arms"]["again"];
+        assert_eq!(again["speedup_vs_stock"], 1.0);
+        let ci = &again["speedup_ci95"];
+        assert!(ci["low"].as_f64().unwrap() <= 1.0 && 1.0 <= ci["high"].as_f64().unwrap());
+        assert!(row["arms"]["stock"]["percent_of_host"].is_number());
+    }
+    assert_eq!(summary["host"], "host");
+    assert!(aa.join("raw/host.json").is_file());
+    assert!(
+        !aa.join("raw/again-r1.status.jsonl").exists(),
+        "no shim, no status file"
+    );
+
+    let unlocked = s.tmp.path().join("unlocked");
+    s.bench(&unlocked).env("FAKE_HOOK", "1").assert().success();
+    let out = capshim()
+        .arg("report")
+        .arg(&aa)
+        .arg(&unlocked)
+        .assert()
+        .success();
+    let md = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        md.contains("| model | test |  aa/host | aa/stock | unlocked/stock | aa/again | unlocked/apple9-64k |"),
+        "{md}"
+    );
+    assert!(md.contains("speedup unlocked/apple9-64k"), "{md}");
+}
+
+#[test]
+fn without_output_a_new_dated_bundle_is_created() {
+    let s = setup();
+    let run = || {
+        capshim()
+            .current_dir(s.tmp.path())
+            .args(["bench", "--profile", "again=stock", "-r", "1", "-m"])
+            .arg(&s.model)
+            .arg("--llama-bench")
+            .arg(&s.llama)
+            .assert()
+            .success();
+    };
+    run();
+    run();
+    let mut dirs: Vec<String> = std::fs::read_dir(s.tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("capshim-bench-"))
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    let stamp = &dirs[0]["capshim-bench-".len()..];
+    assert_eq!(stamp.len(), "YYYYMMDD-HHMMSS".len(), "{stamp}");
+    assert!(stamp.chars().all(|c| c.is_ascii_digit() || c == '-'));
+}

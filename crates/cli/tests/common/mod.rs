@@ -1,0 +1,174 @@
+//! Helpers shared by the integration tests: llama-bench output files with known samples.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// One llama-bench result in the exact `-o json` field layout (abbreviated to what matters).
+pub fn result(model: &str, n_prompt: u64, n_gen: u64, samples: &[f64]) -> serde_json::Value {
+    serde_json::json!({
+        "build_commit": "a1b2c3d",
+        "build_number": 7054,
+        "cpu_info": "Apple M1 Ultra",
+        "gpu_info": "Apple M1 Ultra",
+        "backends": "Metal,BLAS",
+        "model_filename": format!("/Users/bench/models/{model}.gguf"),
+        "model_type": format!("{model} type"),
+        "model_size": 668788096,
+        "model_n_params": 1100048384,
+        "n_batch": 2048,
+        "n_ubatch": 512,
+        "n_threads": 8,
+        "n_gpu_layers": -1,
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": 0,
+        "test_time": "2026-11-30T20:00:00Z",
+        "avg_ts": samples.iter().sum::<f64>() / samples.len() as f64,
+        "stddev_ts": 0.0,
+        "samples_ns": samples.iter().map(|_| 1000).collect::<Vec<_>>(),
+        "samples_ts": samples,
+    })
+}
+
+/// Writes `results` as llama-bench `-o json` (an array) to `dir/name`.
+pub fn write_json(dir: &Path, name: &str, results: &[serde_json::Value]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(results).unwrap()).unwrap();
+    path
+}
+
+/// Writes `results` as llama-bench `-o jsonl` (one object per line) to `dir/name`.
+pub fn write_jsonl(dir: &Path, name: &str, results: &[serde_json::Value]) -> PathBuf {
+    let path = dir.join(name);
+    let text: String = results.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `n` samples whose median is exactly `median` (odd `n`: `median` itself is the middle one;
+/// even `n`: the two middle ones are symmetric around it), spread by about ±1%.
+pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
+    let mut v = Vec::with_capacity(n);
+    let half = n / 2;
+    for i in 0..half {
+        let d = median * 0.002 * (i + 1) as f64;
+        v.push(median - d);
+        v.push(median + d);
+    }
+    if n % 2 == 1 {
+        v.push(median);
+    }
+    v
+}
+
+/// The `capshim` binary under test.
+pub fn capshim() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("capshim").unwrap()
+}
+
+/// A stand-in for llama-bench: a shell script that prints `-o json` results for its `-p`/`-n`
+/// (`-r` samples each: 100, 101, 99... tokens/s without the shim variables, ten times that with
+/// them), ggml-metal device lines on stderr, and, when `FAKE_HOOK=1` and the shim variables are
+/// set, the shim's `hooked` line and status event. Each run appends `stock` or `unlocked` (and
+/// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail.
+pub fn fake_llama_bench(dir: &Path) -> PathBuf {
+    let path = dir.join("llama-bench");
+    let inject = if cfg!(target_os = "macos") {
+        "DYLD_INSERT_LIBRARIES"
+    } else {
+        "LD_PRELOAD"
+    };
+    let script = r#"#!/bin/sh
+p=512; n=128; r=5; fmt=md
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -p) p=$2; shift ;;
+    -n) n=$2; shift ;;
+    -r) r=$2; shift ;;
+    -o) fmt=$2; shift ;;
+  esac
+  shift
+done
+if [ "$FAKE_FAIL" = 1 ]; then echo "error: failed to load model 'x.gguf'" >&2; exit 1; fi
+[ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
+scale=1; arm=stock
+if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then scale=10; arm=unlocked; fi
+[ -n "$FAKE_LOG" ] && echo "$arm inject=${INJECT:-none}" >> "$FAKE_LOG"
+echo "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" >&2
+if [ "$arm" = unlocked ] && [ "$FAKE_HOOK" = 1 ]; then
+  echo "capshim: active in llama-bench (pid $$): apple_family_max=$CAPSHIM_APPLE_FAMILY_MAX (Apple9) max_threadgroup_memory=$CAPSHIM_MAX_THREADGROUP_MEMORY recommended_working_set_size=unchanged scope=children" >&2
+  echo "capshim: hooked MTLParavirtualDevice in llama-bench (pid $$)" >&2
+  echo "{\"pid\":$$,\"process\":\"llama-bench\",\"event\":\"active\",\"reason\":null,\"class\":null,\"profile\":{\"apple_family_max\":1009,\"max_threadgroup_memory\":65536,\"recommended_working_set_size\":null}}" >> "$CAPSHIM_STATUS_FILE"
+  echo "{\"pid\":$$,\"process\":\"llama-bench\",\"event\":\"hooked\",\"reason\":null,\"class\":\"MTLParavirtualDevice\",\"profile\":null}" >> "$CAPSHIM_STATUS_FILE"
+  echo "ggml_metal_device_init: GPU family: MTLGPUFamilyApple9  (1009)" >&2
+  echo "ggml_metal_device_init: simdgroup reduction   = true" >&2
+  echo "ggml_metal_device_init: simdgroup matrix mul. = true" >&2
+else
+  echo "ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)" >&2
+  echo "ggml_metal_device_init: simdgroup reduction   = false" >&2
+  echo "ggml_metal_device_init: simdgroup matrix mul. = false" >&2
+fi
+samples() {
+  i=0; out=""
+  while [ $i -lt $r ]; do
+    case $((i % 3)) in 0) v=100 ;; 1) v=101 ;; 2) v=99 ;; esac
+    out="$out${out:+, }$((v * scale * $1))"
+    i=$((i + 1))
+  done
+  echo "$out"
+}
+row() {
+  echo "  {\"build_commit\": \"fake123\", \"build_number\": 1, \"backends\": \"Metal\", \"model_filename\": \"$MODEL\", \"model_type\": \"llama 1B Q4_K - Medium\", \"model_size\": 1000, \"model_n_params\": 2000, \"n_prompt\": $1, \"n_gen\": $2, \"n_depth\": 0, \"samples_ts\": [ $(samples $3) ]}"
+}
+echo "["
+row "$p" 0 10
+echo ","
+row 0 "$n" 1
+echo "]"
+"#
+    .replace("${INJECT:-none}", &format!("${{{inject}:-none}}"))
+    .replace("$MODEL", "/models/fake.gguf");
+    std::fs::write(&path, script).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    path
+}
+
+/// A shim library for unlocked arms that does nothing: the real one at
+/// `$CARGO_TARGET_DIR` or `target/debug/libcapshim.so` when it exists (on Linux it never hooks,
+/// there is no Metal), else an empty shared object compiled here with `cc -shared`.
+pub fn inert_shim(dir: &Path) -> PathBuf {
+    let name = if cfg!(target_os = "macos") {
+        "libcapshim.dylib"
+    } else {
+        "libcapshim.so"
+    };
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let real = target.join("debug").join(name);
+    if real.is_file() {
+        return real.canonicalize().unwrap();
+    }
+    let src = dir.join("empty.c");
+    std::fs::write(&src, "int capshim_test_inert;\n").unwrap();
+    let out = dir.join(name);
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("cc is needed to build an inert shared object for the tests");
+    assert!(status.success(), "cc -shared failed");
+    out
+}
+
+/// A file that stands for the model (the fake llama-bench never reads it).
+pub fn fake_model(dir: &Path) -> PathBuf {
+    let path = dir.join("fake.gguf");
+    std::fs::write(&path, b"GGUF fake model").unwrap();
+    path
+}
