@@ -11,6 +11,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+for tool in rustup cargo python3 git; do
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "setup: $tool is missing; install Rust with rustup, and python3 with pip, first" >&2
+    exit 1
+  }
+done
+
 say() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -35,7 +42,8 @@ done
 
 if ! command -v cargo-zigbuild >/dev/null 2>&1; then
   say "installing cargo-zigbuild (with ziglang) from PyPI"
-  python3 -m pip install --quiet 'cargo-zigbuild==0.24.1'
+  # A Debian system Python refuses pip installs outside a venv (PEP 668) unless told.
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet 'cargo-zigbuild==0.24.1'
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 fi
 

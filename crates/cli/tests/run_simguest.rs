@@ -251,7 +251,7 @@ fn only_process_names_why_another_process_stayed_stock() {
     assert_eq!(out.answers()[&format!("{PV}.llama.simdgroup_mm")], "false");
     assert!(
         out.summary()
-            .contains("CAPSHIM_ONLY_PROCESS=llama-bench does not match this process (probe)"),
+            .contains("CAPSHIM_ONLY_PROCESS=\"llama-bench\" does not match this process (probe)"),
         "{}",
         out.summary()
     );

@@ -165,7 +165,7 @@ impl fmt::Display for ConfigError {
                 FAMILY_MAX.primary
             ),
             ConfigError::Malformed { var, value, why } => {
-                write!(f, "{var}={value:?} is malformed: {why}")
+                write!(f, "{var}={:?} is malformed: {why}", clip(value))
             }
             ConfigError::OutOfRange { var, error } => write!(f, "{var}: {error}"),
             ConfigError::Conflict {
@@ -175,13 +175,24 @@ impl fmt::Display for ConfigError {
                 alias_value,
             } => write!(
                 f,
-                "{primary}={primary_value:?} and {alias}={alias_value:?} disagree; unset one of them"
+                "{primary}={:?} and {alias}={:?} disagree; unset one of them",
+                clip(primary_value),
+                clip(alias_value)
             ),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A value as messages show it: at most 64 characters, then `…`, so that one stray huge
+/// variable cannot flood a log line.
+fn clip(value: &str) -> String {
+    match value.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}…", &value[..cut]),
+        None => value.to_string(),
+    }
+}
 
 /// The result of reading the environment: where to report, and whether to activate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -259,7 +270,10 @@ where
                 (None, None) => ConfigError::NotConfigured,
             });
         };
-        let family = i64::try_from(family).unwrap_or(i64::MAX);
+        let family = i64::try_from(family).map_err(|_| ConfigError::OutOfRange {
+            var: family_var,
+            error: ProfileError::FamilyOutOfRange(family.into()),
+        })?;
         let profile = Profile::new(
             family,
             threadgroup.map_or(Profile::DEFAULT_MAX_THREADGROUP_MEMORY, |(_, v)| v),
@@ -434,7 +448,20 @@ mod tests {
 
     #[test]
     fn out_of_range_family_fails_closed() {
-        for value in ["1000", "2000", "5001", "0", "18446744073709551615"] {
+        let err = config(&[("CAPSHIM_APPLE_FAMILY_MAX", "18446744073709551615")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("maximum 18446744073709551615 is outside"),
+            "{err}"
+        );
+        for value in [
+            "1000",
+            "2000",
+            "5001",
+            "0",
+            "18446744073709551615",
+            "9223372036854775808",
+        ] {
             assert!(
                 matches!(
                     config(&[("CAPSHIM_APPLE_FAMILY_MAX", value)]),
@@ -475,6 +502,18 @@ mod tests {
             err.to_string()
                 .starts_with("LUME_METAL_APPLE_FAMILY_MAX: Apple family maximum 2002"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn huge_values_are_clipped_in_messages() {
+        let huge = "9".repeat(100_000);
+        let err = config(&[("CAPSHIM_APPLE_FAMILY_MAX", &huge)]).unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.len() < 200, "{} bytes", shown.len());
+        assert!(
+            shown.contains(&format!("\"{}…\"", "9".repeat(64))),
+            "{shown}"
         );
     }
 

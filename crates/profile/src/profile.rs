@@ -21,8 +21,8 @@ pub struct Profile {
 /// Why a set of profile values is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProfileError {
-    /// `apple_family_max` is outside 1001–1999.
-    FamilyOutOfRange(i64),
+    /// `apple_family_max` is outside 1001–1999 (wide enough for any `i64` or `u64` input).
+    FamilyOutOfRange(i128),
 }
 
 impl fmt::Display for ProfileError {
@@ -54,7 +54,7 @@ impl Profile {
         recommended_working_set_size: Option<u64>,
     ) -> Result<Profile, ProfileError> {
         if !(GpuFamily::APPLE_MIN..=GpuFamily::APPLE_BLOCK_MAX).contains(&apple_family_max) {
-            return Err(ProfileError::FamilyOutOfRange(apple_family_max));
+            return Err(ProfileError::FamilyOutOfRange(apple_family_max.into()));
         }
         Ok(Profile {
             apple_family_max,

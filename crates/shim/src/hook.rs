@@ -103,13 +103,17 @@ impl std::fmt::Display for HookError {
 
 /// Replaces `selectors` on `class` with `replacements`, all or nothing.
 ///
-/// Returns each method as it was before (implementation the class ran, and type encoding).
-/// On failure every method already replaced is put back, and the class answers as before.
+/// Every method is resolved first; `publish` then receives them as they are (the
+/// implementation the class runs now, and its type encoding) before anything is replaced,
+/// so that a replacement called on another thread the moment it is installed already finds
+/// its original. On failure every method already replaced is put back, and the class
+/// answers as before. Returns the resolved originals.
 pub fn install_all<R: Runtime>(
     rt: &R,
     class: Class,
     selectors: &[&'static CStr],
     replacements: &[Imp],
+    publish: impl FnOnce(&[Resolved]),
 ) -> Result<Vec<Resolved>, HookError> {
     let mut resolved = Vec::with_capacity(selectors.len());
     for &name in selectors {
@@ -119,6 +123,8 @@ pub fn install_all<R: Runtime>(
             .ok_or(HookError::MissingMethod(name))?;
         resolved.push((name, sel, method));
     }
+    let originals: Vec<Resolved> = resolved.iter().map(|&(_, _, method)| method).collect();
+    publish(&originals);
     for (done, (&(name, sel, method), &imp)) in resolved.iter().zip(replacements).enumerate() {
         let applied = rt.replace(class, sel, imp, method.types)
             && rt.resolve(class, sel).map(|now| now.imp) == Some(imp);
@@ -129,7 +135,7 @@ pub fn install_all<R: Runtime>(
             return Err(HookError::ReplaceFailed(name));
         }
     }
-    Ok(resolved.into_iter().map(|(_, _, method)| method).collect())
+    Ok(originals)
 }
 
 /// How many distinct device classes can be hooked in one process.
@@ -138,6 +144,8 @@ pub const MAX_CLASSES: usize = 32;
 const EMPTY: u8 = 0;
 const HOOKED: u8 = 1;
 const FAILED: u8 = 2;
+/// Originals published, replacements being installed by the thread holding the lock.
+const INSTALLING: u8 = 3;
 
 /// One device class and its original implementations. `class` is published last
 /// (Release) so a reader that sees it (Acquire) also sees the rest.
@@ -205,17 +213,14 @@ fn install_base() {
             return;
         }
         let init = Imp(init_gpu_family_support as *const () as usize);
-        match install_all(&rt, base, &[BASE_SELECTOR], &[init]) {
-            Ok(originals) => {
-                BASE_ORIGINAL.store(originals[0].imp.0, Ordering::Release);
-                BASE_STATE.store(HOOKED, Ordering::Release);
-                Ok(())
-            }
-            Err(error) => {
-                BASE_STATE.store(FAILED, Ordering::Release);
-                Err(error)
-            }
-        }
+        let result = install_all(&rt, base, &[BASE_SELECTOR], &[init], |originals| {
+            BASE_ORIGINAL.store(originals[0].imp.0, Ordering::Release);
+        });
+        BASE_STATE.store(
+            if result.is_ok() { HOOKED } else { FAILED },
+            Ordering::Release,
+        );
+        result
     };
     if let Err(error) = outcome {
         report::failed(&rt.class_name(base), &error.to_string());
@@ -224,7 +229,10 @@ fn install_base() {
 
 /// Hooks the concrete class of a device, once. Classes that fail stay stock and are not retried.
 fn hook_device_class(class: Class) {
-    if slot_of(class).is_some() {
+    // Done (or given up) for this class: nothing to do. A class still being installed by
+    // another thread is not done: its device must not be set up before the replacements are
+    // in, so fall through and wait for the lock, which that thread holds until it finishes.
+    if slot_of(class).is_some_and(|slot| slot.state.load(Ordering::Acquire) != INSTALLING) {
         return;
     }
     let Some(profile) = PROFILE.get() else { return };
@@ -248,18 +256,25 @@ fn hook_device_class(class: Class) {
         let queries = Query::wanted(profile);
         let selectors: Vec<&'static CStr> = queries.iter().map(|q| q.selector()).collect();
         let replacements: Vec<Imp> = queries.iter().map(|q| q.replacement()).collect();
-        let result = install_all(&rt, class, &selectors, &replacements);
-        match &result {
-            Ok(originals) => {
-                for (&query, original) in queries.iter().zip(originals) {
-                    let imp = inherited_original(&rt, class, query, original.imp);
-                    slot.originals[query as usize].store(imp.0, Ordering::Relaxed);
-                }
-                slot.state.store(HOOKED, Ordering::Relaxed);
+        // The slot is published with the originals before any method is replaced: a device
+        // of this class answering on another thread (or a subclass calling `[super …]`) the
+        // moment a replacement is installed must find its original, never nothing.
+        let result = install_all(&rt, class, &selectors, &replacements, |originals| {
+            for (&query, original) in queries.iter().zip(originals) {
+                let imp = inherited_original(&rt, class, query, original.imp);
+                slot.originals[query as usize].store(imp.0, Ordering::Relaxed);
             }
-            Err(_) => slot.state.store(FAILED, Ordering::Relaxed),
+            slot.state.store(INSTALLING, Ordering::Relaxed);
+            slot.class.store(class.0 as usize, Ordering::Release);
+        });
+        if result.is_ok() {
+            slot.state.store(HOOKED, Ordering::Release);
+        } else {
+            // Not retried. Originals already published stay valid (what was replaced was put
+            // back), so a call still on its way through a replacement is answered correctly.
+            slot.state.store(FAILED, Ordering::Release);
+            slot.class.store(class.0 as usize, Ordering::Release);
         }
-        slot.class.store(class.0 as usize, Ordering::Release);
         result
     };
     let name = rt.class_name(class);
@@ -311,12 +326,11 @@ impl Dispatch {
             class = rt.superclass(Class(previous.1 as *mut c_void))?;
         }
         loop {
-            if let Some(slot) = slot_of(class).filter(|s| s.state.load(Ordering::Relaxed) == HOOKED)
-            {
-                let imp = slot.originals[query as usize].load(Ordering::Relaxed);
-                if imp == 0 {
-                    return None;
-                }
+            // Any published original will do, even of a class whose hook then failed: what
+            // was replaced there was put back, but a call may still be on its way through.
+            let imp =
+                slot_of(class).map_or(0, |s| s.originals[query as usize].load(Ordering::Relaxed));
+            if imp != 0 {
                 RUNNING
                     .with(|running| running[query as usize].set((this as usize, class.0 as usize)));
                 return Some(Dispatch {
@@ -514,7 +528,8 @@ mod tests {
     #[test]
     fn replaces_every_method_and_returns_the_originals() {
         let rt = runtime_with(&SELECTORS);
-        let originals = install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)]).unwrap();
+        let originals =
+            install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)], |_| {}).unwrap();
         assert_eq!(
             originals.iter().map(|r| r.imp.0).collect::<Vec<_>>(),
             vec![100, 101, 102]
@@ -525,10 +540,30 @@ mod tests {
     }
 
     #[test]
+    fn originals_are_published_before_anything_is_replaced() {
+        let rt = runtime_with(&SELECTORS);
+        let mut seen = Vec::new();
+        install_all(
+            &rt,
+            CLASS,
+            &SELECTORS,
+            &[Imp(1), Imp(2), Imp(3)],
+            |originals| {
+                seen = originals.iter().map(|r| r.imp.0).collect();
+                assert_eq!(*rt.replaces.borrow(), 0, "published after a replacement");
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, vec![100, 101, 102]);
+        assert_eq!(*rt.replaces.borrow(), 3);
+    }
+
+    #[test]
     fn a_missing_method_changes_nothing() {
         let rt = runtime_with(&SELECTORS[..2]);
         let before = snapshot(&rt);
-        let err = install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)]).unwrap_err();
+        let err =
+            install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)], |_| {}).unwrap_err();
         assert_eq!(
             err,
             HookError::MissingMethod(c"recommendedMaxWorkingSetSize")
@@ -543,7 +578,8 @@ mod tests {
             let mut rt = runtime_with(&SELECTORS);
             rt.fail_on_replace = Some(failing);
             let before = snapshot(&rt);
-            let err = install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)]).unwrap_err();
+            let err =
+                install_all(&rt, CLASS, &SELECTORS, &[Imp(1), Imp(2), Imp(3)], |_| {}).unwrap_err();
             assert_eq!(err, HookError::ReplaceFailed(SELECTORS[failing - 1]));
             assert_eq!(snapshot(&rt), before, "failure at replacement {failing}");
         }

@@ -22,24 +22,42 @@ extern "C" fn initialize() {
     let _ = catch_unwind(start);
 }
 
-/// The executable's file name, e.g. `llama-bench`; what `CAPSHIM_ONLY_PROCESS` is compared to.
+/// The executable's real file name (symlinks resolved), e.g. `llama-bench` or `python3.11`.
 pub fn process_name() -> String {
     std::env::current_exe()
         .ok()
+        .map(|path| path.canonicalize().unwrap_or(path))
         .and_then(|path| {
             path.file_name()
                 .map(|name| name.to_string_lossy().into_owned())
         })
-        .or_else(|| {
-            std::env::args_os().next().map(|arg0| {
-                std::path::Path::new(&arg0)
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-        })
+        .or_else(invoked_name)
         .unwrap_or_else(|| String::from("?"))
+}
+
+/// The file name the program was started as (`argv[0]`'s last component, e.g. `python3` for
+/// a `python3` symlink to `python3.11`).
+fn invoked_name() -> Option<String> {
+    let arg0 = std::env::args_os().next().map(|arg| arg.into_vec());
+    // In an initializer std may not have seen argv yet on Linux; the kernel keeps it too.
+    #[cfg(target_os = "linux")]
+    let arg0 = arg0.or_else(|| {
+        let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
+        cmdline.split(|&b| b == 0).next().map(<[u8]>::to_vec)
+    });
+    let arg0 = arg0.filter(|arg| !arg.is_empty())?;
+    let name = arg0.rsplit(|&b| b == b'/').next().unwrap_or(&arg0);
+    Some(String::from_utf8_lossy(name).into_owned())
+}
+
+/// A setting's value as it may be shown in a message: escaped, and at most 80 characters.
+fn shown(value: &[u8]) -> String {
+    let text = String::from_utf8_lossy(value);
+    let mut escaped: String = text.escape_debug().take(80).collect();
+    if escaped.len() < text.escape_debug().count() {
+        escaped.push('…');
+    }
+    escaped
 }
 
 fn start() {
@@ -54,15 +72,21 @@ fn start() {
         }
         Err(error) => return report::inactive(&error.to_string(), true),
     };
-    if let Some(only) = &config.only_process
-        && only.as_slice() != process.as_bytes()
-    {
-        let reason = format!(
-            "{}={} does not match this process ({process})",
-            env::ONLY_PROCESS.primary,
-            String::from_utf8_lossy(only)
-        );
-        return report::inactive(&reason, true);
+    if let Some(only) = &config.only_process {
+        // Either name counts: the real executable's, or the one it was started as.
+        let invoked = invoked_name();
+        let matches = only.as_slice() == process.as_bytes()
+            || invoked
+                .as_deref()
+                .is_some_and(|name| only.as_slice() == name.as_bytes());
+        if !matches {
+            let reason = format!(
+                "{}=\"{}\" does not match this process ({process})",
+                env::ONLY_PROCESS.primary,
+                shown(only)
+            );
+            return report::inactive(&reason, true);
+        }
     }
     report::active(&config.profile, config.scope);
     if config.scope == Scope::Process

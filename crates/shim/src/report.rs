@@ -8,6 +8,7 @@
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -201,9 +202,12 @@ fn emit(
     }
     if let Some(path) = &reporter.status_file {
         let json = event_json(reporter, event, reason, class, profile);
+        // Non-blocking, so that a FIFO nobody reads (or any other file that would block)
+        // fails at once instead of stalling the process before its main.
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .and_then(|mut file| file.write_all(json.as_bytes()));
         if let Err(error) = written

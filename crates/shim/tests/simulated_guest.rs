@@ -20,7 +20,35 @@ fn shim() -> PathBuf {
         "{} is missing: build the shim with cargo build -p capshim",
         so.display()
     );
+    // `cargo test` builds the crate as an rlib only: a library left from an earlier build
+    // would test old code without saying so.
+    let built = std::fs::metadata(&so).unwrap().modified().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for source in [manifest.join("src"), manifest.join("../profile/src")] {
+        let newest = newest_file(&source);
+        assert!(
+            newest <= built,
+            "{} is older than the sources in {}: rebuild it with cargo build -p capshim",
+            so.display(),
+            source.display()
+        );
+    }
     so
+}
+
+fn newest_file(dir: &Path) -> std::time::SystemTime {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                newest_file(&path)
+            } else {
+                std::fs::metadata(&path).unwrap().modified().unwrap()
+            }
+        })
+        .max()
+        .unwrap_or(std::time::UNIX_EPOCH)
 }
 
 struct Run {
@@ -429,6 +457,55 @@ fn eight_threads_creating_two_kinds_of_device_all_get_the_right_answers() {
 }
 
 #[test]
+fn first_use_of_related_classes_on_many_threads_never_lowers_an_answer() {
+    // A subclass's original calls [super supportsFamily:] while another thread may be hooking
+    // that superclass: the superclass's original must already be known then.
+    let expected = [
+        (
+            SUB,
+            "1001,1002,1003,1004,1005,1006,1007,1008,1009,2002,3001,3002,3003, tg=65536",
+        ),
+        (
+            PARAVIRTUAL,
+            "1001,1002,1003,1004,1005,1006,1007,1008,1009,3001,3002,3003, tg=65536",
+        ),
+        (
+            SECOND,
+            "1001,1002,1003,1004,1005,1006,1007,1008,1009,3001,3002, tg=65536",
+        ),
+        (
+            BROKEN,
+            "1001,1002,1003,1004,1005,1006,1007,1008,1009, tg=65536",
+        ),
+    ];
+    let args = [
+        "--threads",
+        "64",
+        "--class",
+        SUB,
+        "--class",
+        PARAVIRTUAL,
+        "--class",
+        SECOND,
+        "--class",
+        BROKEN,
+    ];
+    for _ in 0..30 {
+        let r = probe(&args, UNLOCKED);
+        for i in 0..64 {
+            let (class, answers) = expected[i % 4];
+            assert_eq!(
+                r.get(&format!("thread.{i}.{class}")),
+                answers,
+                "thread {i}\n{}",
+                r.stderr
+            );
+        }
+        assert!(!r.stderr.contains("no original"), "{}", r.stderr);
+    }
+}
+
+#[test]
 fn a_class_missing_a_method_stays_stock_and_others_still_hook() {
     let dir = tempdir();
     let status = dir.join("status.jsonl");
@@ -515,10 +592,79 @@ fn only_process_matches_the_executable_name() {
     assert!(!r.family(PARAVIRTUAL, 1009));
     assert!(
         r.stderr
-            .contains("CAPSHIM_ONLY_PROCESS=llama-bench does not match this process (probe)"),
+            .contains("CAPSHIM_ONLY_PROCESS=\"llama-bench\" does not match this process (probe)"),
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn only_process_also_matches_the_name_a_symlink_started_it_as() {
+    let dir = tempdir();
+    let link = dir.join("probe-link");
+    std::os::unix::fs::symlink(guest().unwrap().probe, &link).unwrap();
+    for name in ["probe-link", "probe"] {
+        let r = run(
+            &link,
+            &[],
+            &[
+                ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+                ("CAPSHIM_ONLY_PROCESS", name),
+            ],
+            true,
+        );
+        assert!(r.family(PARAVIRTUAL, 1009), "{name}: {}", r.stderr);
+    }
+    // A value that would break the one-line message is shown escaped.
+    let r = probe(
+        &[],
+        &[
+            ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+            ("CAPSHIM_ONLY_PROCESS", "probe\ncapshim: hooked X"),
+        ],
+    );
+    assert!(!r.family(PARAVIRTUAL, 1009));
+    assert_eq!(r.capshim_lines().len(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("CAPSHIM_ONLY_PROCESS=\"probe\\ncapshim: hooked X\""),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_status_file_nobody_reads_from_never_blocks_the_process() {
+    let dir = tempdir();
+    let fifo = dir.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let mut child = Command::new(guest().unwrap().probe)
+        .env_clear()
+        .env("LD_PRELOAD", shim())
+        .env("CAPSHIM_APPLE_FAMILY_MAX", "1009")
+        .env("CAPSHIM_STATUS_FILE", &fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded wait: a blocked open would keep the probe alive.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the probe blocked on a FIFO status file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(parse(&stdout)["MTLParavirtualDevice.family.1009"], "true");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot append to CAPSHIM_STATUS_FILE"));
 }
 
 #[test]
