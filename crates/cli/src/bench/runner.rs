@@ -16,9 +16,9 @@ use super::schedule::interleave;
 use crate::bundle::load::LoadError;
 use crate::bundle::{self, BundleError, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
 use crate::export::{self, ExportError};
+use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::bench_json::ParseError;
-use crate::llama::shim::StatusFileError;
-use crate::llama::{Activation, StatusEvent, read_bench_file};
+use crate::llama::{Activation, read_bench_file};
 
 /// Why a bench run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -632,8 +632,7 @@ fn run_one(
     }
     read_bench_file(&json_path)?;
     if let (Some(_), Some(path)) = (&arm.profile, &status_path) {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let events = StatusEvent::parse_file(&path.display().to_string(), &text)?;
+        let events = StatusEvent::read_file(path)?;
         let activation = Activation::from_evidence(true, &events, &stderr);
         if !activation.activated && !plan.allow_inactive {
             let said = if activation.stderr_lines.is_empty() {

@@ -228,8 +228,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("capshim: not activated: --profile stock runs the command without the shim");
         false
     } else {
-        let text = std::fs::read_to_string(status_file.path()).unwrap_or_default();
-        let summary = Summary::from_lines(&text);
+        let summary = Summary::read_file(status_file.path());
         eprintln!("{}", summary.line());
         summary.activated()
     };
