@@ -1,11 +1,9 @@
 //! Every command's help, and `profiles`, `explain` and `probe` as a user runs them.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
+mod common;
 
-fn capshim() -> Command {
-    Command::cargo_bin("capshim").unwrap()
-}
+use common::capshim;
+use predicates::prelude::*;
 
 #[test]
 fn every_command_documents_examples_and_exit_codes() {
