@@ -31,8 +31,11 @@ Exit codes:
   0  written (or printed)
   1  error: bad label, relative path, the agent file exists without --force, bad profile
   2  usage error")]
+// The shared shim options (ShimArgs), worded for agent's program.
 #[command(
-    mut_arg("dylib", |a| a.help("Absolute path of libcapshim.dylib (default: searched like `capshim run` does)")),
+    mut_arg("dylib", |a| a.help(
+        "Absolute path of libcapshim.dylib (default: searched like `capshim run` does)"
+    )),
     mut_arg("scope", |a| a.help("Whether the program's children inherit the shim")),
     mut_arg("only_process", |a| a.help(
         "Activate only in processes with this executable name (default: the program's own name)"
