@@ -7,7 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{capshim, fake_llama_bench, fake_model, inert_shim, result, write_json};
+use common::{
+    assert_report_refuses, assert_report_reproduces, bench, capshim, fake_llama_bench, fake_model,
+    inert_shim, read, result, write_json,
+};
 use predicates::prelude::*;
 
 struct Setup {
@@ -38,24 +41,15 @@ impl Setup {
 
     /// As [`Setup::bench`], with another shim library path.
     fn bench_with(&self, out: &Path, shim: &Path) -> assert_cmd::Command {
-        let mut cmd = capshim();
+        let mut cmd = bench(&self.llama, &self.model);
         cmd.current_dir(self.tmp.path())
             .env_remove("FAKE_HOOK")
-            .arg("bench")
-            .arg("-m")
-            .arg(&self.model)
-            .arg("--llama-bench")
-            .arg(&self.llama)
             .arg("--dylib")
             .arg(shim)
             .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
             .arg(out);
         cmd
     }
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]
@@ -134,12 +128,7 @@ fn writes_a_sealed_bundle_in_abba_order() {
     // Results on stdout are the report, and `capshim report BUNDLE` re-renders it exactly.
     let report_md = read(&out.join("report.md"));
     assert_eq!(stdout, report_md);
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .success()
-        .stdout(report_md.clone());
+    assert_report_reproduces(&out, &report_md);
     assert!(
         report_md.contains("| fake  | pp64 | 1000.00 |   10000.00 |  10.00× |"),
         "{report_md}"
@@ -225,27 +214,12 @@ fn writes_a_sealed_bundle_in_abba_order() {
     let raw = out.join("raw/stock-r1.json");
     let original = read(&raw);
     std::fs::write(&raw, original.replace("1000", "1")).unwrap();
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .code(3)
-        .stdout("")
-        .stderr(predicate::str::contains(
-            "raw/stock-r1.json does not match its checksum",
-        ))
+    assert_report_refuses(&out, "raw/stock-r1.json does not match its checksum")
         .stderr(predicate::str::contains("do not trust its figures"));
     std::fs::write(&raw, original).unwrap();
-    capshim().arg("report").arg(&out).assert().success();
+    assert_report_reproduces(&out, &report_md);
     std::fs::write(out.join("raw/extra.json"), "[]").unwrap();
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
-            "raw/extra.json is not listed in SHA256SUMS",
-        ));
+    assert_report_refuses(&out, "raw/extra.json is not listed in SHA256SUMS");
 }
 
 #[test]
@@ -309,11 +283,7 @@ fn inputs_are_checked_before_anything_runs() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("--profile stock-2=stock"));
-    capshim()
-        .args(["bench", "-m"])
-        .arg(s.tmp.path().join("nope.gguf"))
-        .arg("--llama-bench")
-        .arg(&s.llama)
+    bench(&s.llama, &s.tmp.path().join("nope.gguf"))
         .assert()
         .code(1)
         .stderr(predicate::str::contains("model"))
@@ -388,12 +358,9 @@ fn aa_check_baseline_and_side_by_side_bundles() {
 fn without_output_a_new_dated_bundle_is_created() {
     let s = setup();
     let run = || {
-        capshim()
+        bench(&s.llama, &s.model)
             .current_dir(s.tmp.path())
-            .args(["bench", "--profile", "again=stock", "-r", "1", "-m"])
-            .arg(&s.model)
-            .arg("--llama-bench")
-            .arg(&s.llama)
+            .args(["--profile", "again=stock", "-r", "1"])
             .assert()
             .success();
     };

@@ -1,11 +1,9 @@
 //! Every command's help, and `profiles`, `explain` and `probe` as a user runs them.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
+mod common;
 
-fn capshim() -> Command {
-    Command::cargo_bin("capshim").unwrap()
-}
+use common::capshim;
+use predicates::prelude::*;
 
 #[test]
 fn every_command_documents_examples_and_exit_codes() {
@@ -19,6 +17,43 @@ fn every_command_documents_examples_and_exit_codes() {
                     .and(predicate::str::contains("Exit codes:\n"))
                     .and(predicate::str::contains(format!("capshim {command}"))),
             );
+    }
+}
+
+#[test]
+fn run_and_agent_word_their_shared_shim_options_for_what_they_launch() {
+    for (command, texts) in [
+        (
+            "run",
+            [
+                "The shim library to inject (default: searched, see below)",
+                "Whether the command's children inherit the shim",
+                "(default: the command's own name)",
+                "What the shim logs on stderr (default: activation)",
+            ],
+        ),
+        (
+            "agent",
+            [
+                "Absolute path of libcapshim.dylib (default: searched like `capshim run` does)",
+                "Whether the program's children inherit the shim",
+                "(default: the program's own name)",
+                "What the shim logs on stderr (default: activation)",
+            ],
+        ),
+    ] {
+        let out = capshim()
+            .env("COLUMNS", "200")
+            .args([command, "--help"])
+            .assert()
+            .success();
+        let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        for text in texts {
+            assert!(
+                help.contains(text),
+                "{text:?} not in `{command} --help`:\n{help}"
+            );
+        }
     }
 }
 

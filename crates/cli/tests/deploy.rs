@@ -1,13 +1,11 @@
 //! `capshim agent` and `capshim host` as a user runs them (with a temporary HOME).
 
-use assert_cmd::Command;
+mod common;
+
+use common::capshim;
 use predicates::prelude::*;
 
 const DYLIB: &str = "/usr/local/lib/capshim/libcapshim.dylib";
-
-fn capshim() -> Command {
-    Command::cargo_bin("capshim").unwrap()
-}
 
 #[test]
 fn agent_prints_a_plist_that_parses_back() {

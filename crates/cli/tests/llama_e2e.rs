@@ -10,47 +10,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
-use common::{capshim, inert_shim};
+use common::{
+    assert_report_refuses, assert_report_reproduces, bench, inert_shim, read, real_llama,
+    shim_next_to_capshim,
+};
 use predicates::prelude::*;
 use sha2::{Digest, Sha256};
 
 static LLAMA: Mutex<()> = Mutex::new(());
-
-fn cache() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"))
-        .join("capshim/llama.cpp-py0.3.36")
-}
-
-/// llama-bench and the tiny model; panics (never skips) when they are missing.
-fn real_llama() -> (PathBuf, PathBuf) {
-    let bench = std::env::var_os("CAPSHIM_TEST_LLAMA_BENCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("bin/llama-bench"));
-    let model = std::env::var_os("CAPSHIM_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("models/tiny-llama-q4_k_m.gguf"));
-    for (what, path, var) in [
-        ("llama-bench", &bench, "CAPSHIM_TEST_LLAMA_BENCH"),
-        ("the tiny test model", &model, "CAPSHIM_TEST_MODEL"),
-    ] {
-        assert!(
-            path.is_file(),
-            "{what} is missing at {}: run scripts/llama/build.sh first (it builds llama.cpp's \
-             llama-bench and the tiny model into the cache), or set {var}",
-            path.display()
-        );
-    }
-    (bench, model)
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 fn sha256(path: &Path) -> String {
     let digest = Sha256::digest(std::fs::read(path).unwrap());
@@ -63,13 +33,8 @@ fn aa_run_bundle_report_round_trip_and_tamper_detection() {
     let _lock = LLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let run = |out: &Path| {
-        let mut cmd = capshim();
-        cmd.arg("bench")
-            .arg("-m")
-            .arg(&model)
-            .arg("--llama-bench")
-            .arg(&llama)
-            .args(["--profile", "again=stock"])
+        let mut cmd = bench(&llama, &model);
+        cmd.args(["--profile", "again=stock"])
             .args(["-r", "5", "-p", "32", "-n", "8", "--rounds", "4", "-o"])
             .arg(out)
             .args(["--", "-t", "1"]);
@@ -149,12 +114,7 @@ fn aa_run_bundle_report_round_trip_and_tamper_detection() {
 
     // report re-renders the bundle exactly, after checking it.
     assert_eq!(read(&out.join("report.md")), stdout);
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .success()
-        .stdout(stdout.clone());
+    assert_report_reproduces(&out, &stdout);
 
     // Never overwritten: refused before anything runs.
     run(&out)
@@ -169,15 +129,7 @@ fn aa_run_bundle_report_round_trip_and_tamper_detection() {
         raw.replacen("\"samples_ts\": [ ", "\"samples_ts\": [ 1, ", 1),
     )
     .unwrap();
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .code(3)
-        .stdout("")
-        .stderr(predicate::str::contains(
-            "raw/again-r2.json does not match its checksum",
-        ));
+    assert_report_refuses(&out, "raw/again-r2.json does not match its checksum");
 }
 
 #[test]
@@ -186,14 +138,9 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
     let _lock = LLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let shim = inert_shim(tmp.path());
-    let bench = |out: &Path, flags: &[&str]| {
-        let mut cmd = capshim();
-        cmd.arg("bench")
-            .args(flags)
-            .arg("-m")
-            .arg(&model)
-            .arg("--llama-bench")
-            .arg(&llama)
+    let bench_with_shim = |out: &Path, flags: &[&str]| {
+        let mut cmd = bench(&llama, &model);
+        cmd.args(flags)
             .arg("--dylib")
             .arg(&shim)
             .args(["-r", "2", "-p", "32", "-n", "8", "--rounds", "1", "-o"])
@@ -202,7 +149,7 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
         cmd
     };
     // No Metal: no `hooked` event, so the default is a clear error.
-    bench(&tmp.path().join("refused"), &[])
+    bench_with_shim(&tmp.path().join("refused"), &[])
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
@@ -213,7 +160,9 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
 
     // --allow-inactive measures anyway and says so.
     let out = tmp.path().join("allowed");
-    let assert = bench(&out, &["--allow-inactive"]).assert().success();
+    let assert = bench_with_shim(&out, &["--allow-inactive"])
+        .assert()
+        .success();
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
     assert!(
         stdout.contains("- apple9-64k: shim did NOT activate"),
@@ -237,19 +186,12 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
         set.contains("LD_PRELOAD") && set.contains("CAPSHIM_APPLE_FAMILY_MAX"),
         "{set}"
     );
-    capshim()
-        .arg("report")
-        .arg(&out)
-        .assert()
-        .success()
-        .stdout(stdout.clone());
+    assert_report_reproduces(&out, &stdout);
 
     // With the real shim (built by cargo next to capshim), the chain shim -> status file ->
     // bench is real too: it loads, reports `active`, and hooks nothing without Metal. Without
     // --dylib, bench finds it next to the capshim executable.
-    let next_to_capshim =
-        assert_cmd::cargo::cargo_bin("capshim").with_file_name(shim.file_name().unwrap());
-    if next_to_capshim.canonicalize().ok().as_deref() == Some(shim.as_path()) {
+    if shim_next_to_capshim().canonicalize().ok().as_deref() == Some(shim.as_path()) {
         let status = read(&out.join("raw/apple9-64k-r1.status.jsonl"));
         assert!(status.contains("\"event\":\"active\""), "{status}");
         assert!(!status.contains("\"event\":\"hooked\""), "{status}");
@@ -257,12 +199,7 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
             stdout.contains("it loaded with its profile but hooked no Metal device class"),
             "{stdout}"
         );
-        capshim()
-            .arg("bench")
-            .arg("-m")
-            .arg(&model)
-            .arg("--llama-bench")
-            .arg(&llama)
+        bench(&llama, &model)
             .args(["-r", "1", "-p", "32", "-n", "8", "--rounds", "1", "-o"])
             .arg(tmp.path().join("default-dylib"))
             .args(["--", "-t", "1"])
@@ -278,12 +215,7 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
     }
 
     // A shim path that does not exist is refused before anything runs.
-    capshim()
-        .arg("bench")
-        .arg("-m")
-        .arg(&model)
-        .arg("--llama-bench")
-        .arg(&llama)
+    bench(&llama, &model)
         .arg("--dylib")
         .arg(tmp.path().join("nowhere/libcapshim.so"))
         .assert()

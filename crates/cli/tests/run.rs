@@ -2,21 +2,12 @@
 //! environment, and the activation summary. Tests against the real shim and the simulated
 //! guest are in `run_simguest.rs`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use common::capshim;
 use predicates::prelude::*;
-
-fn capshim() -> Command {
-    let mut cmd = Command::cargo_bin("capshim").unwrap();
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("CAPSHIM_") || name.starts_with("LUME_METAL_") || name == "LD_PRELOAD" {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
-}
 
 /// A real shared library that is not the shim: it loads, but writes no status.
 fn some_library() -> Option<PathBuf> {

@@ -6,35 +6,19 @@
 //! `cargo build -p capshim` first.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use assert_cmd::Command;
 use capshim_simguest::{guest, parse};
+use common::real_shim;
 use predicates::prelude::*;
 
-/// The shim next to the capshim binary, where `capshim run` looks first.
-fn shim() -> PathBuf {
-    let exe = assert_cmd::cargo::cargo_bin("capshim");
-    let so = exe.parent().unwrap().join("libcapshim.so");
-    assert!(
-        so.exists(),
-        "{} is missing: build the shim with `cargo build -p capshim` (cargo test --workspace does)",
-        so.display()
-    );
-    so
-}
-
+/// `capshim`, once the real shim it finds next to itself is known to be built.
 fn capshim() -> Command {
-    shim();
-    let mut cmd = Command::cargo_bin("capshim").unwrap();
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("CAPSHIM_") || name.starts_with("LUME_METAL_") || name == "LD_PRELOAD" {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
+    real_shim();
+    common::capshim()
 }
 
 fn probe() -> String {
@@ -114,7 +98,7 @@ fn unlocked_and_stock_answers_differ_as_explain_predicts() {
         "Metal3 never changes"
     );
     assert_eq!(u[&format!("{PV}.max_threadgroup_memory")], "65536");
-    assert_eq!(u["env.LD_PRELOAD"], shim().display().to_string());
+    assert_eq!(u["env.LD_PRELOAD"], real_shim().display().to_string());
     assert!(
         unlocked.stderr.contains("capshim: active in probe (pid "),
         "{}",

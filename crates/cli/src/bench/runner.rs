@@ -16,9 +16,10 @@ use super::schedule::interleave;
 use crate::bundle::load::LoadError;
 use crate::bundle::{self, BundleError, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
 use crate::export::{self, ExportError};
+use crate::launch::Os;
+use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::bench_json::ParseError;
-use crate::llama::shim::StatusFileError;
-use crate::llama::{Activation, StatusEvent, read_bench_file};
+use crate::llama::{Activation, read_bench_file};
 
 /// Why a bench run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -81,9 +82,10 @@ pub enum RunError {
     #[error(
         "the shim did not activate in arm {arm} round {round}: no `hooked` event in {status_file} and no \
          `capshim: hooked` line in {stderr_file}; {said}. An \"unlocked\" arm that is silently stock would \
-         be a false result. Check that {INJECTION_VAR} can load {dylib} (macOS: the host setting \
+         be a false result. Check that {inject} can load {dylib} (macOS: the host setting \
          ForceUnrestrictedDeviceFeatureLevel, SIP and hardened runtime; Linux has no Metal, so \
-         the shim never activates there), or pass --allow-inactive to measure anyway"
+         the shim never activates there), or pass --allow-inactive to measure anyway",
+        inject = Os::current().injection_var()
     )]
     NotActivated {
         /// The arm.
@@ -135,20 +137,6 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RunEr
         source,
     }
 }
-
-/// The variable the dynamic loader reads to inject a library into a process.
-pub const INJECTION_VAR: &str = if cfg!(target_os = "macos") {
-    "DYLD_INSERT_LIBRARIES"
-} else {
-    "LD_PRELOAD"
-};
-
-/// The shim library's file name on this platform.
-pub const DYLIB_NAME: &str = if cfg!(target_os = "macos") {
-    "libcapshim.dylib"
-} else {
-    "libcapshim.so"
-};
 
 /// llama-bench options capshim sets itself, or that make it print no results; refused after `--`.
 pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
@@ -282,9 +270,10 @@ pub fn arm_env(
     status_file: &Path,
     inherited: impl Iterator<Item = String>,
 ) -> EnvChange {
+    let inject = Os::current().injection_var();
     let mut change = EnvChange::default();
     for name in inherited {
-        if name == INJECTION_VAR || capshim_profile::env::is_capshim_var(name.as_bytes()) {
+        if name == inject || capshim_profile::env::is_capshim_var(name.as_bytes()) {
             change.removed.push(name);
         }
     }
@@ -303,7 +292,7 @@ pub fn arm_env(
         ));
         change
             .set
-            .push((INJECTION_VAR.to_string(), dylib.display().to_string()));
+            .push((inject.to_string(), dylib.display().to_string()));
     }
     change
 }
@@ -545,7 +534,7 @@ fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
             build_number: first_row.and_then(|r| r.build_number),
             build_commit: first_row.and_then(|r| r.build_commit.clone()),
         },
-        injection_variable: INJECTION_VAR,
+        injection_variable: Os::current().injection_var(),
         files: Files {
             model: file_id(&plan.model)?,
             llama_bench: file_id(&plan.llama_bench)?,
@@ -632,8 +621,7 @@ fn run_one(
     }
     read_bench_file(&json_path)?;
     if let (Some(_), Some(path)) = (&arm.profile, &status_path) {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let events = StatusEvent::parse_file(&path.display().to_string(), &text)?;
+        let events = StatusEvent::read_file(path)?;
         let activation = Activation::from_evidence(true, &events, &stderr);
         if !activation.activated && !plan.allow_inactive {
             let said = if activation.stderr_lines.is_empty() {
@@ -725,7 +713,8 @@ mod tests {
             inherited.clone().into_iter(),
         );
         assert!(stock.set.is_empty());
-        assert!(stock.removed.contains(&INJECTION_VAR.to_string()));
+        let inject = Os::current().injection_var();
+        assert!(stock.removed.contains(&inject.to_string()));
         assert!(stock.removed.contains(&"CAPSHIM_LOG".to_string()));
         assert!(
             stock
@@ -753,7 +742,7 @@ mod tests {
                 ("CAPSHIM_MAX_THREADGROUP_MEMORY", "65536"),
                 ("CAPSHIM_STATUS_FILE", "/b/s.jsonl"),
                 ("CAPSHIM_LOG", "activation"),
-                (INJECTION_VAR, "/x/libcapshim.so"),
+                (inject, "/x/libcapshim.so"),
             ]
         );
     }

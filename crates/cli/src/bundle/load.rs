@@ -6,7 +6,8 @@ use std::path::Path;
 use super::BundleError;
 use super::manifest::{FORMAT, Manifest, SummaryFile};
 use crate::bench::results::{ArmInput, Role, RunInput};
-use crate::llama::{Activation, MetalReport, StatusEvent, read_bench_file};
+use crate::launch::status::{StatusEvent, StatusFileError};
+use crate::llama::{Activation, MetalReport, read_bench_file};
 
 /// Reads `dir/summary.json`'s manifest.
 ///
@@ -66,7 +67,7 @@ pub enum LoadError {
     },
     /// A status file is not the shim's.
     #[error(transparent)]
-    Status(#[from] crate::llama::shim::StatusFileError),
+    Status(#[from] StatusFileError),
 }
 
 /// The analysis inputs of a bundle's arms. With `prefix`, arm names become `<prefix>/<arm>`
@@ -108,11 +109,7 @@ pub fn load_arms(
                 metal.push((run.round, MetalReport::parse(&stderr)));
             }
             let events = match &run.status {
-                Some(rel) => {
-                    let path = dir.join(rel);
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    StatusEvent::parse_file(&path.display().to_string(), &text)?
-                }
+                Some(rel) => StatusEvent::read_file(&dir.join(rel))?,
                 None => Vec::new(),
             };
             if run.stderr.is_some() {

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
-use crate::launch::environment::{LogArg, ScopeArg, ShimSettings, append_library};
+use crate::launch::environment::{ShimArgs, append_library};
 use crate::launch::{Os, dylib};
 use crate::profile_args::ProfileArgs;
 
@@ -31,6 +31,16 @@ Exit codes:
   0  written (or printed)
   1  error: bad label, relative path, the agent file exists without --force, bad profile
   2  usage error")]
+// The shared shim options (ShimArgs), worded for agent's program.
+#[command(
+    mut_arg("dylib", |a| a.help(
+        "Absolute path of libcapshim.dylib (default: searched like `capshim run` does)"
+    )),
+    mut_arg("scope", |a| a.help("Whether the program's children inherit the shim")),
+    mut_arg("only_process", |a| a.help(
+        "Activate only in processes with this executable name (default: the program's own name)"
+    )),
+)]
 pub struct AgentArgs {
     /// launchd label, also the file name, e.g. com.example.llama-server
     #[arg(long, value_name = "LABEL")]
@@ -39,21 +49,8 @@ pub struct AgentArgs {
     #[command(flatten)]
     profile: ProfileArgs,
 
-    /// Absolute path of libcapshim.dylib (default: searched like `capshim run` does)
-    #[arg(long, value_name = "PATH")]
-    dylib: Option<PathBuf>,
-
-    /// Whether the program's children inherit the shim
-    #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
-    scope: ScopeArg,
-
-    /// Activate only in processes with this executable name (default: the program's own name)
-    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
-    only_process: Option<String>,
-
-    /// What the shim logs on stderr (default: activation)
-    #[arg(long, value_enum)]
-    log: Option<LogArg>,
+    #[command(flatten)]
+    shim: ShimArgs,
 
     /// Absolute path the shim appends JSON status lines to (CAPSHIM_STATUS_FILE)
     #[arg(long, value_name = "PATH")]
@@ -102,7 +99,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
     absolute("--stdout", &args.stdout)?;
     absolute("--stderr", &args.stderr)?;
     absolute("--status-file", &args.status_file)?;
-    absolute("--dylib", &args.dylib)?;
+    absolute("--dylib", &args.shim.dylib)?;
 
     let resolved = args.profile.resolve()?;
     let Some(profile) = resolved.profile else {
@@ -110,7 +107,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
             "--profile stock runs without the shim, so it needs no capshim agent; pick another profile (default apple9-64k)"
         );
     };
-    let library = dylib::locate(args.dylib.as_deref(), Os::MacOs)?;
+    let library = dylib::locate(args.shim.dylib.as_deref(), Os::MacOs)?;
     if library.exists() {
         dylib::check(&library, Os::MacOs)?;
     } else {
@@ -120,23 +117,12 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let settings = ShimSettings {
-        profile: Some(profile),
-        library: library.clone(),
-        scope: args.scope,
-        only_process: args.only_process.map(|name| {
-            if name.is_empty() {
-                program
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            } else {
-                name
-            }
-        }),
-        log: args.log,
-        status_file: args.status_file,
-    };
+    let settings = args.shim.settings(
+        Some(profile),
+        library.clone(),
+        program.as_os_str(),
+        args.status_file,
+    );
     let mut environment = Vec::new();
     for (name, value) in settings.shim_vars() {
         environment.push((name.to_string(), utf8("a shim variable", &value)?));

@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::bench::results::Role;
-use crate::bench::runner::{self, ArmPlan, DYLIB_NAME, INJECTION_VAR, Plan};
+use crate::bench::runner::{self, ArmPlan, Plan};
+use crate::launch::{Os, dylib};
 use crate::llama::read_bench_file;
 
 const AFTER_HELP: &str = "\
@@ -91,8 +92,9 @@ pub struct BenchArgs {
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
     pub output: Option<PathBuf>,
 
-    /// The shim library [default: libcapshim.dylib (macOS) or libcapshim.so (Linux) next to
-    /// the capshim executable].
+    /// The shim library [default: libcapshim.dylib (macOS) or libcapshim.so (Linux), searched
+    /// where `capshim run` looks: next to the capshim executable, ../lib/capshim/ beside it,
+    /// /usr/local/lib/capshim/, /opt/homebrew/lib/capshim/ (macOS), ~/.local/lib/capshim/].
     #[arg(long = "dylib", value_name = "PATH")]
     pub dylib: Option<PathBuf>,
 
@@ -208,18 +210,19 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     }
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {
+        let os = Os::current();
         let path = match &args.dylib {
             Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .context("cannot locate the capshim executable; give --dylib PATH")?
-                .with_file_name(DYLIB_NAME),
+            None => dylib::locate(None, os)?,
         };
         Some(absolute(
             &path,
             "shim library",
             &format!(
-                "build the shim (crates/shim: `cargo build` puts {DYLIB_NAME} in target/<profile>/, next to capshim) or give it with --dylib PATH; \
-                 it is injected with {INJECTION_VAR}"
+                "build the shim (crates/shim: `cargo build` puts {} in target/<profile>/, next to capshim) or give it with --dylib PATH; \
+                 it is injected with {}",
+                os.library_name(),
+                os.injection_var()
             ),
         )?)
     } else {

@@ -126,8 +126,7 @@ fn compare(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     let stock = probe_child(&exe, &stock_settings, "stock")?;
     let shimmed = probe_child(&exe, &shim_settings, "shimmed")?;
-    let summary =
-        Summary::from_lines(&std::fs::read_to_string(status_file.path()).unwrap_or_default());
+    let summary = Summary::read_file(status_file.path());
     if args.json {
         let c = Comparison {
             profile: resolved.to_string(),

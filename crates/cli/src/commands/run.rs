@@ -2,12 +2,12 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use clap::Args;
 
-use crate::launch::environment::{LogArg, ScopeArg, ShimSettings, child_env};
+use crate::launch::environment::{ShimArgs, child_env};
 use crate::launch::preflight::{self, PreflightError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
@@ -63,21 +63,8 @@ pub struct RunArgs {
     #[command(flatten)]
     profile: ProfileArgs,
 
-    /// The shim library to inject (default: searched, see below)
-    #[arg(long, value_name = "PATH")]
-    dylib: Option<PathBuf>,
-
-    /// Whether the command's children inherit the shim
-    #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
-    scope: ScopeArg,
-
-    /// Activate only in processes with this executable name (default: the command's own name)
-    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
-    only_process: Option<String>,
-
-    /// What the shim logs on stderr (default: activation)
-    #[arg(long, value_enum)]
-    log: Option<LogArg>,
+    #[command(flatten)]
+    shim: ShimArgs,
 
     /// Exit with code 4 when the shim did not activate (no device class was hooked)
     #[arg(long)]
@@ -95,13 +82,6 @@ pub struct RunArgs {
 fn fail(code: u8, error: impl std::fmt::Display) -> ExitCode {
     eprintln!("capshim: error: {error}");
     ExitCode::from(code)
-}
-
-fn basename(command: &OsString) -> String {
-    Path::new(command)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// Runs `capshim run`. Errors are reported here, with the exit codes above.
@@ -125,7 +105,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let library = match resolved.profile {
         None => PathBuf::new(),
         Some(_) => {
-            let library = match dylib::locate(args.dylib.as_deref(), os) {
+            let library = match dylib::locate(args.shim.dylib.as_deref(), os) {
                 Ok(l) => l,
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             };
@@ -164,20 +144,12 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => f,
         Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
     };
-    let settings = ShimSettings {
-        profile: resolved.profile,
+    let settings = args.shim.settings(
+        resolved.profile,
         library,
-        scope: args.scope,
-        only_process: args.only_process.map(|name| {
-            if name.is_empty() {
-                basename(command)
-            } else {
-                name
-            }
-        }),
-        log: args.log,
-        status_file: Some(status_file.path().to_path_buf()),
-    };
+        command,
+        Some(status_file.path().to_path_buf()),
+    );
     let env = child_env(std::env::vars_os(), &settings, os);
 
     // Stay alive to report: survive Ctrl-C (the command gets it too), pass SIGTERM and
@@ -228,8 +200,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("capshim: not activated: --profile stock runs the command without the shim");
         false
     } else {
-        let text = std::fs::read_to_string(status_file.path()).unwrap_or_default();
-        let summary = Summary::from_lines(&text);
+        let summary = Summary::read_file(status_file.path());
         eprintln!("{}", summary.line());
         summary.activated()
     };

@@ -2,7 +2,7 @@
 //! profile, the shim's options and the injection variable.
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use capshim_profile::{Profile, env};
 
@@ -44,6 +44,57 @@ impl LogArg {
             LogArg::Activation => "activation",
             LogArg::Off => "off",
             LogArg::Queries => "queries",
+        }
+    }
+}
+
+/// The shim's options on the command line, flattened into `capshim run` and `capshim agent`.
+/// The help speaks of "the command", as `run` does; `agent` rewords it for its program.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct ShimArgs {
+    /// The shim library to inject (default: searched, see below)
+    #[arg(long, value_name = "PATH")]
+    pub dylib: Option<PathBuf>,
+
+    /// Whether the command's children inherit the shim
+    #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
+    pub scope: ScopeArg,
+
+    /// Activate only in processes with this executable name (default: the command's own name)
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub only_process: Option<String>,
+
+    /// What the shim logs on stderr (default: activation)
+    #[arg(long, value_enum)]
+    pub log: Option<LogArg>,
+}
+
+impl ShimArgs {
+    /// The settings for launching `command` (as given on the command line) with `profile` and
+    /// `library`: `--only-process` without a name means the command's own file name.
+    pub fn settings(
+        &self,
+        profile: Option<Profile>,
+        library: PathBuf,
+        command: &OsStr,
+        status_file: Option<PathBuf>,
+    ) -> ShimSettings {
+        ShimSettings {
+            profile,
+            library,
+            scope: self.scope,
+            only_process: self.only_process.as_ref().map(|name| {
+                if name.is_empty() {
+                    Path::new(command)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                } else {
+                    name.clone()
+                }
+            }),
+            log: self.log,
+            status_file,
         }
     }
 }
@@ -225,6 +276,37 @@ mod tests {
         assert_eq!(
             append_library(Some(OsStr::new("")), OsStr::new("/l.so")),
             "/l.so"
+        );
+    }
+
+    #[test]
+    fn only_process_without_a_name_means_the_commands_own() {
+        let args = ShimArgs {
+            only_process: Some(String::new()),
+            ..ShimArgs::default()
+        };
+        let s = args.settings(
+            None,
+            PathBuf::new(),
+            OsStr::new("/opt/bin/llama-bench"),
+            None,
+        );
+        assert_eq!(s.only_process.as_deref(), Some("llama-bench"));
+        let args = ShimArgs {
+            only_process: Some("probe".into()),
+            scope: ScopeArg::Process,
+            log: Some(LogArg::Off),
+            ..ShimArgs::default()
+        };
+        let s = args.settings(None, "/l.so".into(), OsStr::new("sh"), Some("/s".into()));
+        assert_eq!(s.only_process.as_deref(), Some("probe"));
+        assert_eq!((s.scope, s.log), (ScopeArg::Process, Some(LogArg::Off)));
+        assert_eq!(s.status_file, Some(PathBuf::from("/s")));
+        assert_eq!(
+            ShimArgs::default()
+                .settings(None, PathBuf::new(), OsStr::new("x"), None)
+                .only_process,
+            None
         );
     }
 

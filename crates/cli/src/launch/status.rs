@@ -1,16 +1,30 @@
-//! Reading the shim's status file (`CAPSHIM_STATUS_FILE`) and saying in one line whether it
-//! activated.
+//! The shim's status file (`CAPSHIM_STATUS_FILE`): its events, the one reader of it (used by
+//! `capshim run` and `probe` for their summary line, and by `bench` and `report` for the
+//! activation check), and the one-line summary of whether the shim activated.
 //!
 //! The shim appends one JSON object per event:
 //! `{"pid":123,"process":"probe","event":"active"|"inactive"|"hooked"|"failed",
 //!   "reason":null|"…","class":null|"MTLParavirtualDevice","profile":null|{…}}`.
 //! "Activated" means at least one `hooked` event: a device class answers differently.
 
-use serde::Deserialize;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The profile values a status event reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusProfile {
+    /// Highest Apple family answered true.
+    pub apple_family_max: i64,
+    /// Threadgroup memory floor, in bytes.
+    pub max_threadgroup_memory: u64,
+    /// Working set floor, in bytes; `null` when left alone.
+    pub recommended_working_set_size: Option<u64>,
+}
 
 /// One line of the status file.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Event {
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusEvent {
     /// Process id.
     pub pid: u32,
     /// Executable name.
@@ -23,6 +37,62 @@ pub struct Event {
     /// The device class (for `hooked` and `failed`).
     #[serde(default)]
     pub class: Option<String>,
+    /// The profile (for `active`).
+    #[serde(default)]
+    pub profile: Option<StatusProfile>,
+}
+
+/// A status file that cannot be read as the shim's JSON lines.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path}: line {line} is not a capshim status event ({why}); \
+     the file must be written only by the shim through CAPSHIM_STATUS_FILE: use a fresh file per run"
+)]
+pub struct StatusFileError {
+    /// The file.
+    pub path: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What the JSON parser said.
+    pub why: String,
+}
+
+impl StatusEvent {
+    /// Reads status-file text line by line, skipping blank lines: each item is one event, or
+    /// the error naming `path` (only used in messages) and the 1-based line number.
+    pub fn parse_lines<'a>(
+        path: &'a str,
+        text: &'a str,
+    ) -> impl Iterator<Item = Result<StatusEvent, StatusFileError>> + 'a {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(move |(i, l)| {
+                serde_json::from_str(l).map_err(|e| StatusFileError {
+                    path: path.to_string(),
+                    line: i + 1,
+                    why: e.to_string(),
+                })
+            })
+    }
+
+    /// Parses a whole status file. `path` is only used in error messages.
+    ///
+    /// # Errors
+    /// [`StatusFileError`] on the first line that is not a status event.
+    pub fn parse_file(path: &str, text: &str) -> Result<Vec<StatusEvent>, StatusFileError> {
+        StatusEvent::parse_lines(path, text).collect()
+    }
+
+    /// Reads and parses the status file at `path`; a file that is missing or unreadable holds
+    /// no events (the shim did not write it).
+    ///
+    /// # Errors
+    /// [`StatusFileError`] on the first line that is not a status event.
+    pub fn read_file(path: &Path) -> Result<Vec<StatusEvent>, StatusFileError> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        StatusEvent::parse_file(&path.display().to_string(), &text)
+    }
 }
 
 /// What one process reported.
@@ -83,11 +153,17 @@ fn listed(items: Vec<String>) -> String {
 }
 
 impl Summary {
+    /// Reads the status file at `path`; a missing or unreadable file holds no events.
+    /// Never fails: unreadable lines are counted.
+    pub fn read_file(path: &Path) -> Summary {
+        Summary::from_lines(&std::fs::read_to_string(path).unwrap_or_default())
+    }
+
     /// Reads status-file text (JSON lines). Never fails: unreadable lines are counted.
     pub fn from_lines(text: &str) -> Summary {
         let mut summary = Summary::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(event) = serde_json::from_str::<Event>(line) else {
+        for event in StatusEvent::parse_lines("", text) {
+            let Ok(event) = event else {
                 summary.unreadable_lines += 1;
                 continue;
             };
@@ -246,5 +322,32 @@ mod tests {
         let line = Summary::from_lines(&lines.join("\n")).line();
         assert!(line.starts_with("capshim: activated: hooked MTLParavirtualDevice in probe (pid 10); hook failed on OtherDevice in probe (pid 10): no IMP; stayed stock: sh (pid 20)"), "{line}");
         assert!(line.ends_with("and 3 more"), "{line}");
+    }
+
+    #[test]
+    fn events_carry_the_profile() {
+        let events =
+            StatusEvent::parse_file("s.jsonl", &format!("{ACTIVE}\n\n{HOOKED}\n")).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].profile.as_ref().unwrap().apple_family_max, 1009);
+        assert_eq!(events[1].class.as_deref(), Some("MTLParavirtualDevice"));
+    }
+
+    #[test]
+    fn a_broken_status_file_is_an_error() {
+        let err =
+            StatusEvent::parse_file("raw/x.status.jsonl", "{\"pid\":1}\nnot json\n").unwrap_err();
+        assert!(
+            err.to_string().contains("raw/x.status.jsonl: line 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_status_file_holds_no_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.jsonl");
+        assert!(StatusEvent::read_file(&missing).unwrap().is_empty());
+        assert_eq!(Summary::read_file(&missing), Summary::default());
     }
 }

@@ -1,5 +1,5 @@
 //! What llama.cpp and the shim report: llama-bench's JSON output, ggml-metal's device lines
-//! on stderr, and the shim's own `capshim:` lines and status file.
+//! on stderr, and the shim's own `capshim:` lines (its status file is read by `launch::status`).
 
 pub mod bench_json;
 pub mod metal;
@@ -7,4 +7,4 @@ pub mod shim;
 
 pub use bench_json::{BenchRow, ModelId, TestKey, read_bench_file};
 pub use metal::MetalReport;
-pub use shim::{Activation, StatusEvent};
+pub use shim::Activation;

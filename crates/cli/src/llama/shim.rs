@@ -1,7 +1,9 @@
-//! The shim's own evidence: its `capshim:` stderr lines and its status file
-//! (`CAPSHIM_STATUS_FILE`, one JSON object per line).
+//! The shim's own evidence: its `capshim:` stderr lines, and what they and its status file
+//! (read by [`crate::launch::status`]) say together about whether it activated.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::launch::status::StatusEvent;
 
 /// One `capshim: ` line from a workload's stderr.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -112,72 +114,6 @@ impl ShimLine {
             None
         };
         Some(parsed.unwrap_or_else(other))
-    }
-}
-
-/// The profile values a status event reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusProfile {
-    /// Highest Apple family answered true.
-    pub apple_family_max: i64,
-    /// Threadgroup memory floor, in bytes.
-    pub max_threadgroup_memory: u64,
-    /// Working set floor, in bytes; `null` when left alone.
-    pub recommended_working_set_size: Option<u64>,
-}
-
-/// One line of the shim's status file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusEvent {
-    /// Process id.
-    pub pid: u32,
-    /// Executable name.
-    pub process: String,
-    /// `active`, `inactive`, `hooked` or `failed`.
-    pub event: String,
-    /// Why (for `inactive` and `failed`).
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// The device class (for `hooked` and `failed`).
-    #[serde(default)]
-    pub class: Option<String>,
-    /// The profile (for `active`).
-    #[serde(default)]
-    pub profile: Option<StatusProfile>,
-}
-
-/// A status file that cannot be read as the shim's JSON lines.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{path}: line {line} is not a capshim status event ({why}); \
-     the file must be written only by the shim through CAPSHIM_STATUS_FILE: use a fresh file per run"
-)]
-pub struct StatusFileError {
-    /// The file.
-    pub path: String,
-    /// 1-based line number.
-    pub line: usize,
-    /// What the JSON parser said.
-    pub why: String,
-}
-
-impl StatusEvent {
-    /// Parses a whole status file. `path` is only used in error messages.
-    ///
-    /// # Errors
-    /// [`StatusFileError`] on the first line that is not a status event.
-    pub fn parse_file(path: &str, text: &str) -> Result<Vec<StatusEvent>, StatusFileError> {
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| StatusFileError {
-                    path: path.to_string(),
-                    line: i + 1,
-                    why: e.to_string(),
-                })
-            })
-            .collect()
     }
 }
 
@@ -413,16 +349,6 @@ mod tests {
         assert_eq!(
             Activation::from_evidence(false, &[], "").describe(),
             "no shim"
-        );
-    }
-
-    #[test]
-    fn a_broken_status_file_is_an_error() {
-        let err =
-            StatusEvent::parse_file("raw/x.status.jsonl", "{\"pid\":1}\nnot json\n").unwrap_err();
-        assert!(
-            err.to_string().contains("raw/x.status.jsonl: line 1"),
-            "{err}"
         );
     }
 }

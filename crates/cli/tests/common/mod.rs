@@ -1,7 +1,127 @@
-//! Helpers shared by the integration tests: llama-bench output files with known samples.
+//! Helpers shared by the integration tests: the binary under test, where the real shim and
+//! the real llama-bench are, checks of `capshim report` on a bundle, and llama-bench output
+//! files with known samples.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+
+use predicates::prelude::*;
+
+/// The shim library's file name on this platform.
+pub const SHIM_NAME: &str = if cfg!(target_os = "macos") {
+    "libcapshim.dylib"
+} else {
+    "libcapshim.so"
+};
+
+/// The variable the dynamic loader injects libraries from on this platform.
+pub const INJECTION_VAR: &str = if cfg!(target_os = "macos") {
+    "DYLD_INSERT_LIBRARIES"
+} else {
+    "LD_PRELOAD"
+};
+
+/// The `capshim` binary under test, without any shim settings of the environment the tests
+/// run in (`CAPSHIM_*`, `LUME_METAL_*`, the injection variable), so that exactly what a test
+/// gives applies.
+pub fn capshim() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("capshim").unwrap();
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("CAPSHIM_") || name.starts_with("LUME_METAL_") || name == INJECTION_VAR
+        {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// `capshim bench -m MODEL --llama-bench LLAMA_BENCH`, for a test to add its options to.
+pub fn bench(llama_bench: &Path, model: &Path) -> assert_cmd::Command {
+    let mut cmd = capshim();
+    cmd.arg("bench")
+        .arg("-m")
+        .arg(model)
+        .arg("--llama-bench")
+        .arg(llama_bench);
+    cmd
+}
+
+/// Where cargo builds the real shim: next to the `capshim` binary under test, the first place
+/// `capshim run` and `capshim bench` look. The path is not canonicalized.
+pub fn shim_next_to_capshim() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("capshim").with_file_name(SHIM_NAME)
+}
+
+/// The real shim next to the `capshim` binary; panics (never skips) when it is not built.
+pub fn real_shim() -> PathBuf {
+    let so = shim_next_to_capshim();
+    assert!(
+        so.exists(),
+        "{} is missing: build the shim with `cargo build -p capshim` (cargo test --workspace does)",
+        so.display()
+    );
+    so
+}
+
+/// The cache `scripts/llama/build.sh` builds llama.cpp and the tiny model into.
+fn llama_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"))
+        .join("capshim/llama.cpp-py0.3.36")
+}
+
+/// The real llama-bench and the tiny model, from `CAPSHIM_TEST_LLAMA_BENCH` and
+/// `CAPSHIM_TEST_MODEL`, defaulting to `scripts/llama/build.sh`'s cache; panics (never skips)
+/// when they are missing.
+pub fn real_llama() -> (PathBuf, PathBuf) {
+    let bench = std::env::var_os("CAPSHIM_TEST_LLAMA_BENCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| llama_cache().join("bin/llama-bench"));
+    let model = std::env::var_os("CAPSHIM_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| llama_cache().join("models/tiny-llama-q4_k_m.gguf"));
+    for (what, path, var) in [
+        ("llama-bench", &bench, "CAPSHIM_TEST_LLAMA_BENCH"),
+        ("the tiny test model", &model, "CAPSHIM_TEST_MODEL"),
+    ] {
+        assert!(
+            path.is_file(),
+            "{what} is missing at {}: run scripts/llama/build.sh first (it builds llama.cpp's \
+             llama-bench and the tiny model into the cache), or set {var}",
+            path.display()
+        );
+    }
+    (bench, model)
+}
+
+/// A file's text; panics naming the file.
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `capshim report BUNDLE` checks the bundle and prints exactly `expected` (its report).
+pub fn assert_report_reproduces(bundle: &Path, expected: &str) {
+    capshim()
+        .arg("report")
+        .arg(bundle)
+        .assert()
+        .success()
+        .stdout(expected.to_string());
+}
+
+/// `capshim report BUNDLE` refuses a changed bundle: exit code 3, nothing on stdout, and
+/// `message` on stderr. Returns the assertion to check more of stderr.
+pub fn assert_report_refuses(bundle: &Path, message: &str) -> assert_cmd::assert::Assert {
+    capshim()
+        .arg("report")
+        .arg(bundle)
+        .assert()
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains(message))
+}
 
 /// One llama-bench result in the exact `-o json` field layout (abbreviated to what matters).
 pub fn result(model: &str, n_prompt: u64, n_gen: u64, samples: &[f64]) -> serde_json::Value {
@@ -61,11 +181,6 @@ pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
     v
 }
 
-/// The `capshim` binary under test.
-pub fn capshim() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("capshim").unwrap()
-}
-
 /// A stand-in for llama-bench: a shell script that prints `-o json` results for its `-p`/`-n`
 /// (`-r` samples each: 100, 101, 99... tokens/s without the shim variables, ten times that with
 /// them), ggml-metal device lines on stderr, and, when `FAKE_HOOK=1` and the shim variables are
@@ -73,11 +188,6 @@ pub fn capshim() -> assert_cmd::Command {
 /// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail.
 pub fn fake_llama_bench(dir: &Path) -> PathBuf {
     let path = dir.join("llama-bench");
-    let inject = if cfg!(target_os = "macos") {
-        "DYLD_INSERT_LIBRARIES"
-    } else {
-        "LD_PRELOAD"
-    };
     let script = r#"#!/bin/sh
 p=512; n=128; r=5; fmt=md
 while [ $# -gt 0 ]; do
@@ -126,7 +236,7 @@ echo ","
 row 0 "$n" 1
 echo "]"
 "#
-    .replace("${INJECT:-none}", &format!("${{{inject}:-none}}"))
+    .replace("${INJECT:-none}", &format!("${{{INJECTION_VAR}:-none}}"))
     .replace("$MODEL", "/models/fake.gguf");
     std::fs::write(&path, script).unwrap();
     #[cfg(unix)]
@@ -137,25 +247,17 @@ echo "]"
     path
 }
 
-/// A shim library for unlocked arms that does nothing: the real one at
-/// `$CARGO_TARGET_DIR` or `target/debug/libcapshim.so` when it exists (on Linux it never hooks,
-/// there is no Metal), else an empty shared object compiled here with `cc -shared`.
+/// A shim library for unlocked arms that does nothing: the real one next to the `capshim`
+/// binary when it is built (on Linux it never hooks, there is no Metal), canonicalized, else an
+/// empty shared object compiled here with `cc -shared`.
 pub fn inert_shim(dir: &Path) -> PathBuf {
-    let name = if cfg!(target_os = "macos") {
-        "libcapshim.dylib"
-    } else {
-        "libcapshim.so"
-    };
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let real = target.join("debug").join(name);
+    let real = shim_next_to_capshim();
     if real.is_file() {
         return real.canonicalize().unwrap();
     }
     let src = dir.join("empty.c");
     std::fs::write(&src, "int capshim_test_inert;\n").unwrap();
-    let out = dir.join(name);
+    let out = dir.join(SHIM_NAME);
     let status = std::process::Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&out)
