@@ -45,10 +45,14 @@ impl Forwarder {
                         held.store(number, Ordering::SeqCst);
                         // The child may have been set meanwhile: whoever takes the held
                         // signal sends it, exactly once.
+                        // Only take it back when there is a child to give it to; otherwise
+                        // forward_to takes it.
                         let pid = target.load(Ordering::SeqCst);
-                        let number = held.swap(0, Ordering::SeqCst);
-                        if pid > 0 && number != 0 {
-                            send(pid, number);
+                        if pid > 0 {
+                            let number = held.swap(0, Ordering::SeqCst);
+                            if number != 0 {
+                                send(pid, number);
+                            }
                         }
                     }
                 }
@@ -85,5 +89,41 @@ impl Drop for Forwarder {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_signal_that_arrives_before_the_child_is_known_is_passed_on_when_it_is() {
+        let forwarder = Forwarder::start().unwrap();
+        // SIGHUP, not SIGTERM: the test harness runs other tests in this process too, and
+        // both are forwarded the same way.
+        kill(Pid::this(), Signal::SIGHUP).unwrap();
+        // Let the forwarding thread see it while no child is registered.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut child = Command::new("sh")
+            .args(["-c", "trap 'exit 42' HUP; while :; do sleep 0.05; done"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200)); // the trap is set
+        forwarder.forward_to(child.id());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("the held signal was never passed on");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(42));
+        drop(forwarder);
     }
 }
