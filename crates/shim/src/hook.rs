@@ -179,8 +179,9 @@ fn slot_of(class: Class) -> Option<&'static Slot> {
 }
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
-    // A poisoned lock only means a panic was caught while it was held; the table is
-    // still consistent because slots are published last.
+    // A poisoned lock only means a panic was caught while it was held. Slots are filled in
+    // order and each is published whole (originals before class), so the table is still
+    // consistent; a class left INSTALLING is simply not retried.
     INSTALL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
