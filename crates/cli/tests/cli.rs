@@ -210,3 +210,15 @@ fn probe_needs_macos_with_metal() {
             ));
     }
 }
+
+/// `cargo test` does not rebuild the cdylib: a library older than its sources is refused.
+#[test]
+#[should_panic(expected = "rebuild it with cargo build -p capshim")]
+fn a_stale_shim_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join(common::SHIM_NAME);
+    let file = std::fs::File::create(&so).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1))
+        .unwrap();
+    common::assert_fresh(&so);
+}
