@@ -191,3 +191,19 @@ fn host_without_dry_run_needs_macos() {
         .code(2)
         .stderr(predicate::str::contains("needs the macOS host"));
 }
+
+#[test]
+fn agent_refuses_a_dylib_path_dyld_would_split() {
+    capshim()
+        .args(["agent", "--label", "com.example.x", "--dylib"])
+        .arg("/opt/a:b/libcapshim.dylib")
+        .args(["--", "/x"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains("/opt/a:b/libcapshim.dylib")
+                .and(predicate::str::contains("DYLD_INSERT_LIBRARIES"))
+                .and(predicate::str::contains("move or copy")),
+        );
+}
