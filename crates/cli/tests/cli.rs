@@ -222,3 +222,72 @@ fn a_stale_shim_is_refused() {
         .unwrap();
     common::assert_fresh(&so);
 }
+
+/// A probe file that leaves out known families: they count as not supported, are shown, and
+/// a warning names them; before, Apple6-9 were silently skipped and llama.cpp's decisions
+/// were wrong.
+#[test]
+fn explain_stock_file_missing_families_counts_them_false_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("partial.json");
+    std::fs::write(
+        &file,
+        r#"{"families":{"1001":true},"max_threadgroup_memory":32768}"#,
+    )
+    .unwrap();
+    let out = capshim()
+        .args(["explain", "--profile", "apple9-64k", "--json", "--stock"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains(file.display().to_string())
+                .and(predicate::str::contains("MTLGPUFamilyApple6 (1006)"))
+                .and(predicate::str::contains("MTLGPUFamilyApple9 (1009)"))
+                .and(predicate::str::contains("capshim probe --json")),
+        )
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    for family in ["1006", "1007", "1009"] {
+        assert_eq!(v["before"]["families"][family], false, "{family}");
+        assert_eq!(v["after"]["families"][family], true, "{family}");
+    }
+    assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_reduction"], true);
+    assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_mm"], true);
+
+    capshim()
+        .args(["explain", "--stock"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("MTLGPUFamilyApple7"));
+}
+
+#[test]
+fn explain_stock_file_with_bad_family_keys_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.json");
+    for (key, says) in [
+        ("Apple7", "is not an integer"),
+        ("-1001", "is negative"),
+        ("18446744073709551616", "is out of range"),
+    ] {
+        std::fs::write(
+            &file,
+            format!(r#"{{"families":{{"{key}":true}},"max_threadgroup_memory":32768}}"#),
+        )
+        .unwrap();
+        capshim()
+            .args(["explain", "--stock"])
+            .arg(&file)
+            .assert()
+            .code(1)
+            .stderr(
+                predicate::str::contains(file.display().to_string())
+                    .and(predicate::str::contains(says))
+                    .and(predicate::str::contains(key)),
+            );
+    }
+}
