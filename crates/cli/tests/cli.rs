@@ -291,3 +291,47 @@ fn explain_stock_file_with_bad_family_keys_is_refused() {
             );
     }
 }
+
+/// An OS error is printed once, not again as the error's cause.
+#[test]
+fn an_os_error_is_printed_once() {
+    let out = capshim()
+        .args(["explain", "--stock", "/nonexistent/capshim-probe.json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(err.contains("/nonexistent/capshim-probe.json"), "{err}");
+    assert_eq!(err.matches("(os error 2)").count(), 1, "{err}");
+}
+
+#[test]
+fn profiles_with_an_unknown_brand_says_so_and_lists_chips() {
+    capshim()
+        .args(["profiles", "--cpu-brand", "Intel"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("\"Intel\" (--cpu-brand) is unknown")
+                .and(predicate::str::contains("Apple M1, Apple M2"))
+                .and(predicate::str::contains("or pass --cpu-brand").not()),
+        );
+}
+
+#[test]
+fn a_float_in_a_profile_file_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, "apple_family_max = 1007.0\n").unwrap();
+    capshim()
+        .args(["explain", "--profile-file"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("must be an integer")
+                .and(predicate::str::contains("untagged").not()),
+        );
+}
