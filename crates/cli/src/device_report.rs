@@ -22,6 +22,7 @@ pub struct DeviceReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// `supportsFamily:` for every named MTLGPUFamily value (keys are the numbers).
+    #[serde(deserialize_with = "family_keys")]
     pub families: BTreeMap<i64, bool>,
     /// `maxThreadgroupMemoryLength`, in bytes.
     pub max_threadgroup_memory: u64,
@@ -42,6 +43,36 @@ pub struct DeviceReport {
         skip_serializing_if = "Option::is_none"
     )]
     pub llama_cpp: Option<LlamaCpp>,
+    /// Named families the file did not answer, taken as false (set when read, never written).
+    #[serde(skip)]
+    pub missing_families: Vec<GpuFamily>,
+}
+
+/// `families` keys: MTLGPUFamily numbers as strings, non-negative and within i64.
+fn family_keys<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<i64, bool>, D::Error> {
+    use serde::de::Error;
+    let raw = BTreeMap::<String, bool>::deserialize(deserializer)?;
+    raw.into_iter()
+        .map(|(key, value)| {
+            let digits = key.strip_prefix('-').unwrap_or(&key);
+            let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            match key.parse::<i64>() {
+                Ok(n) if n >= 0 => Ok((n, value)),
+                Ok(_) => Err(D::Error::custom(format!(
+                    "\"families\" key {key:?} is negative; MTLGPUFamily values are non-negative integers such as \"1007\""
+                ))),
+                Err(_) if integer => Err(D::Error::custom(format!(
+                    "\"families\" key {key:?} is out of range (larger than {}); MTLGPUFamily values are integers such as \"1007\"",
+                    i64::MAX
+                ))),
+                Err(_) => Err(D::Error::custom(format!(
+                    "\"families\" key {key:?} is not an integer; keys are MTLGPUFamily numbers such as \"1007\""
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// Why a probe JSON file cannot be used.
@@ -85,6 +116,7 @@ impl DeviceReport {
             max_buffer_length,
             has_unified_memory,
             llama_cpp: Some(LlamaCpp::decide(answers, false)),
+            missing_families: Vec::new(),
         }
     }
 
@@ -106,7 +138,10 @@ impl DeviceReport {
     }
 
     /// Parses `capshim probe --json` output (or `probe --compare --json`, whose `stock`
-    /// answers are used); `path` is only used in messages.
+    /// answers are used); `path` is only used in messages. A named family the file does not
+    /// answer is taken as not supported (false) and listed in
+    /// [`DeviceReport::missing_families`]: a device answers false for what it does not know,
+    /// and leaving it out would hide what the profile raises.
     ///
     /// # Errors
     /// [`ReportError::Parse`] when the text is not probe JSON or has no family answers.
@@ -122,12 +157,36 @@ impl DeviceReport {
             Some(stock) if value.get("families").is_none() => stock.clone(),
             _ => value,
         };
-        let report: DeviceReport =
+        let mut report: DeviceReport =
             serde_json::from_value(value).map_err(|e| parse_error(e.to_string()))?;
         if report.families.is_empty() {
             return Err(parse_error("\"families\" is empty".to_string()));
         }
+        for family in GpuFamily::known() {
+            if let std::collections::btree_map::Entry::Vacant(entry) =
+                report.families.entry(family.0)
+            {
+                entry.insert(false);
+                report.missing_families.push(family);
+            }
+        }
         Ok(report)
+    }
+
+    /// The warning to print when [`DeviceReport::missing_families`] is not empty.
+    pub fn missing_warning(&self, label: &str) -> Option<String> {
+        if self.missing_families.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .missing_families
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        Some(format!(
+            "{label} has no answer for {}; they are taken as not supported (false). `capshim probe --json` in the guest writes all of them",
+            names.join(", ")
+        ))
     }
 
     /// Reads a probe JSON file.
@@ -291,12 +350,29 @@ mod tests {
         let minimal =
             r#"{"families":{"1001":true,"5001":false},"max_threadgroup_memory":32768,"future":1}"#;
         let r = DeviceReport::from_json(Path::new("x.json"), minimal).unwrap();
-        assert_eq!(r.families.len(), 2);
+        assert_eq!(r.families.len(), GpuFamily::known().count());
+        assert!(r.families[&1001]);
+        assert!(!r.families[&1009]);
+        assert_eq!(r.missing_families.len(), GpuFamily::known().count() - 2);
         let compared = format!(r#"{{"profile":"p","stock":{minimal},"shimmed":{{}}}}"#);
         assert_eq!(
             DeviceReport::from_json(Path::new("c.json"), &compared).unwrap(),
             r
         );
+
+        for (key, says) in [
+            ("apple7", "is not an integer"),
+            ("1001.5", "is not an integer"),
+            ("-1", "is negative"),
+            ("99999999999999999999", "is out of range"),
+        ] {
+            let text = format!(r#"{{"families":{{"{key}":true}},"max_threadgroup_memory":1}}"#);
+            let err = DeviceReport::from_json(Path::new("bad.json"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("bad.json") && err.contains(says), "{err}");
+            assert!(err.contains(&format!("{key:?}")), "{err}");
+        }
 
         for bad in ["{}", "[1]", r#"{"families":{},"max_threadgroup_memory":1}"#] {
             let err = DeviceReport::from_json(Path::new("bad.json"), bad)

@@ -24,8 +24,22 @@ fn main() -> ExitCode {
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("capshim: error: {error:#}");
+            eprintln!("capshim: error: {}", message(&error));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes joined with ": ", leaving out a cause whose text the message
+/// already holds (errors that name their OS error would otherwise print it twice).
+fn message(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

@@ -128,21 +128,30 @@ struct ProfileFile {
 }
 
 /// A number in a profile file: a TOML integer, or a string in the shim's number syntax.
+/// Read as any TOML value so that a float or other type is refused naming the field.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum FileNumber {
-    Int(i64),
-    Text(String),
-}
+#[serde(transparent)]
+struct FileNumber(toml::Value);
 
 impl FileNumber {
     fn value(&self, field: &str) -> Result<u64, String> {
-        match self {
-            FileNumber::Int(n) => {
+        match &self.0 {
+            toml::Value::Integer(n) => {
                 u64::try_from(*n).map_err(|_| format!("{field} = {n} is negative"))
             }
-            FileNumber::Text(text) => parse_u64(text.as_bytes())
+            toml::Value::String(text) => parse_u64(text.as_bytes())
                 .map_err(|e| format!("{field} = {text:?} is not a number: {e}")),
+            other => Err(format!(
+                "{field} = {} is a {}; it must be an integer (e.g. {field} = 1007) or a number string (e.g. {field} = \"0x3ef\")",
+                match other {
+                    toml::Value::Float(f) => format!("{f:?}"),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    toml::Value::Datetime(d) => d.to_string(),
+                    toml::Value::Array(_) => "[…]".to_string(),
+                    _ => "{…}".to_string(),
+                },
+                other.type_str()
+            )),
         }
     }
 }
@@ -491,5 +500,28 @@ mod tests {
         }
         let (_, f) = parse_file(path, "apple_family_max = 2002").unwrap();
         assert!(matches!(validate(f), Err(ProfileArgsError::Refused(_))));
+    }
+
+    #[test]
+    fn a_float_in_a_profile_file_says_what_is_accepted() {
+        let path = Path::new("p.toml");
+        for (text, says) in [
+            (
+                "apple_family_max = 1007.0",
+                "apple_family_max = 1007.0 is a float",
+            ),
+            (
+                "apple_family_max = true",
+                "apple_family_max = true is a boolean",
+            ),
+        ] {
+            let err = parse_file(path, text).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(
+                err.contains("must be an integer") && err.contains("or a number string"),
+                "{err}"
+            );
+            assert!(err.contains("p.toml") && !err.contains("untagged"), "{err}");
+        }
     }
 }

@@ -377,3 +377,22 @@ fn without_output_a_new_dated_bundle_is_created() {
     assert_eq!(stamp.len(), "YYYYMMDD-HHMMSS".len(), "{stamp}");
     assert!(stamp.chars().all(|c| c.is_ascii_digit() || c == '-'));
 }
+
+#[test]
+fn bench_refuses_a_dylib_path_the_loader_would_split() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    let folder = s.tmp.path().join(if cfg!(target_os = "macos") {
+        "a:b"
+    } else {
+        "sp ace"
+    });
+    std::fs::create_dir(&folder).unwrap();
+    let library = folder.join(common::SHIM_NAME);
+    std::fs::copy(&s.shim, &library).unwrap();
+    s.bench_with(&out, &library).assert().code(1).stderr(
+        predicate::str::contains(common::INJECTION_VAR)
+            .and(predicate::str::contains("move or copy")),
+    );
+    assert!(!out.exists(), "bench wrote a bundle");
+}

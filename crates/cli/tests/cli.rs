@@ -210,3 +210,128 @@ fn probe_needs_macos_with_metal() {
             ));
     }
 }
+
+/// `cargo test` does not rebuild the cdylib: a library older than its sources is refused.
+#[test]
+#[should_panic(expected = "rebuild it with cargo build -p capshim")]
+fn a_stale_shim_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join(common::SHIM_NAME);
+    let file = std::fs::File::create(&so).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1))
+        .unwrap();
+    common::assert_fresh(&so);
+}
+
+/// A probe file that leaves out known families: they count as not supported, are shown, and
+/// a warning names them; before, Apple6-9 were silently skipped and llama.cpp's decisions
+/// were wrong.
+#[test]
+fn explain_stock_file_missing_families_counts_them_false_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("partial.json");
+    std::fs::write(
+        &file,
+        r#"{"families":{"1001":true},"max_threadgroup_memory":32768}"#,
+    )
+    .unwrap();
+    let out = capshim()
+        .args(["explain", "--profile", "apple9-64k", "--json", "--stock"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains(file.display().to_string())
+                .and(predicate::str::contains("MTLGPUFamilyApple6 (1006)"))
+                .and(predicate::str::contains("MTLGPUFamilyApple9 (1009)"))
+                .and(predicate::str::contains("capshim probe --json")),
+        )
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    for family in ["1006", "1007", "1009"] {
+        assert_eq!(v["before"]["families"][family], false, "{family}");
+        assert_eq!(v["after"]["families"][family], true, "{family}");
+    }
+    assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_reduction"], true);
+    assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_mm"], true);
+
+    capshim()
+        .args(["explain", "--stock"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("MTLGPUFamilyApple7"));
+}
+
+#[test]
+fn explain_stock_file_with_bad_family_keys_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.json");
+    for (key, says) in [
+        ("Apple7", "is not an integer"),
+        ("-1001", "is negative"),
+        ("18446744073709551616", "is out of range"),
+    ] {
+        std::fs::write(
+            &file,
+            format!(r#"{{"families":{{"{key}":true}},"max_threadgroup_memory":32768}}"#),
+        )
+        .unwrap();
+        capshim()
+            .args(["explain", "--stock"])
+            .arg(&file)
+            .assert()
+            .code(1)
+            .stderr(
+                predicate::str::contains(file.display().to_string())
+                    .and(predicate::str::contains(says))
+                    .and(predicate::str::contains(key)),
+            );
+    }
+}
+
+/// An OS error is printed once, not again as the error's cause.
+#[test]
+fn an_os_error_is_printed_once() {
+    let out = capshim()
+        .args(["explain", "--stock", "/nonexistent/capshim-probe.json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(err.contains("/nonexistent/capshim-probe.json"), "{err}");
+    assert_eq!(err.matches("(os error 2)").count(), 1, "{err}");
+}
+
+#[test]
+fn profiles_with_an_unknown_brand_says_so_and_lists_chips() {
+    capshim()
+        .args(["profiles", "--cpu-brand", "Intel"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("\"Intel\" (--cpu-brand) is unknown")
+                .and(predicate::str::contains("Apple M1, Apple M2"))
+                .and(predicate::str::contains("or pass --cpu-brand").not()),
+        );
+}
+
+#[test]
+fn a_float_in_a_profile_file_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, "apple_family_max = 1007.0\n").unwrap();
+    capshim()
+        .args(["explain", "--profile-file"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("must be an integer")
+                .and(predicate::str::contains("untagged").not()),
+        );
+}

@@ -191,3 +191,45 @@ fn host_without_dry_run_needs_macos() {
         .code(2)
         .stderr(predicate::str::contains("needs the macOS host"));
 }
+
+#[test]
+fn agent_refuses_characters_xml_cannot_carry() {
+    capshim()
+        .args(["agent", "--label", "com.example.x", "--dylib", DYLIB, "--"])
+        .args(["/x", "fine", "a\u{1}"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains("program argument 2")
+                .and(predicate::str::contains("U+0001"))
+                .and(predicate::str::contains("XML 1.0")),
+        );
+    capshim()
+        .args(["agent", "--label", "com.example.x", "--dylib", DYLIB])
+        .args(["--stderr", "/tmp/a\u{1b}b.log", "--", "/x", "tab\tok"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--stderr"));
+    capshim()
+        .args(["agent", "--label", "com.example.x", "--dylib", DYLIB, "--"])
+        .args(["/x", "tab\tnewline\nok"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn agent_refuses_a_dylib_path_dyld_would_split() {
+    capshim()
+        .args(["agent", "--label", "com.example.x", "--dylib"])
+        .arg("/opt/a:b/libcapshim.dylib")
+        .args(["--", "/x"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains("/opt/a:b/libcapshim.dylib")
+                .and(predicate::str::contains("DYLD_INSERT_LIBRARIES"))
+                .and(predicate::str::contains("move or copy")),
+        );
+}

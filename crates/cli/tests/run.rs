@@ -88,16 +88,104 @@ fn missing_dylib_is_an_error_before_anything_runs() {
 
 #[test]
 fn a_library_of_the_wrong_kind_is_refused() {
-    let exe = assert_cmd::cargo::cargo_bin("capshim");
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("libcapshim.so");
+    std::fs::write(&text, "not a library").unwrap();
     capshim()
         .args(["run", "--dylib"])
-        .arg(&exe)
+        .arg(&text)
         .args(["--", "true"])
         .assert()
         .code(125)
         .stderr(predicate::str::contains(
-            "not an ELF shared library (an executable, not a library)",
+            "not an ELF shared library (not a native binary)",
         ));
+}
+
+/// libc.so.6 is ET_DYN and names an interpreter; it is a shared library all the same.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_shared_library_with_an_interpreter_is_accepted() {
+    let Some(libm) = some_library() else {
+        return;
+    };
+    let libc = libm.with_file_name("libc.so.6");
+    capshim()
+        .args(["run", "--dylib"])
+        .arg(&libc)
+        .args(["--", "true"])
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("executable, not a library").not());
+}
+
+/// The loader splits LD_PRELOAD on spaces and colons (DYLD_INSERT_LIBRARIES on colons): such a
+/// path would silently not load, so it is refused before the command runs.
+#[test]
+fn a_dylib_path_the_loader_would_split_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let paths: &[&str] = if cfg!(target_os = "macos") {
+        &["a:b"]
+    } else {
+        &["sp ace", "a:b"]
+    };
+    for sub in paths {
+        let folder = dir.path().join(sub);
+        std::fs::create_dir(&folder).unwrap();
+        let library = folder.join(common::SHIM_NAME);
+        std::fs::copy(common::inert_shim(dir.path()), &library).unwrap();
+        capshim()
+            .args(["run", "--dylib"])
+            .arg(&library)
+            .arg("--")
+            .arg("touch")
+            .arg(&marker)
+            .assert()
+            .code(125)
+            .stderr(
+                predicate::str::contains(library.display().to_string())
+                    .and(predicate::str::contains(common::INJECTION_VAR))
+                    .and(predicate::str::contains("move or copy libcapshim")),
+            );
+        assert!(
+            !marker.exists(),
+            "the command ran with {}",
+            library.display()
+        );
+    }
+}
+
+/// A device or FIFO given as the library is refused from its metadata: never read (/dev/zero
+/// would be read until memory runs out) nor opened (a FIFO would block).
+#[test]
+fn a_special_file_as_dylib_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (path, kind) in [
+        (PathBuf::from("/dev/zero"), "a character device"),
+        (fifo, "a FIFO"),
+    ] {
+        capshim()
+            .args(["run", "--dylib"])
+            .arg(&path)
+            .args(["--", "true"])
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(125)
+            .stderr(
+                predicate::str::contains(path.display().to_string())
+                    .and(predicate::str::contains(kind))
+                    .and(predicate::str::contains("not a regular file")),
+            );
+    }
 }
 
 #[test]

@@ -143,6 +143,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
         stderr: args.stderr,
         keep_alive: args.keep_alive,
     };
+    agent.check_xml()?;
 
     if !args.install {
         print!("{}", agent.to_xml());

@@ -211,11 +211,8 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {
         let os = Os::current();
-        let path = match &args.dylib {
-            Some(p) => p.clone(),
-            None => dylib::locate(None, os)?,
-        };
-        Some(absolute(
+        let path = dylib::locate(args.dylib.as_deref(), os)?;
+        let path = absolute(
             &path,
             "shim library",
             &format!(
@@ -224,7 +221,10 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
                 os.library_name(),
                 os.injection_var()
             ),
-        )?)
+        )?;
+        // The real file: what the loader opens, and where a space or colon would matter.
+        dylib::check(&path, os)?;
+        Some(path)
     } else {
         None
     };

@@ -48,6 +48,9 @@ pub fn execute(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
+    if let Some(warning) = report.as_ref().and_then(|r| r.missing_warning(&label)) {
+        eprintln!("capshim: warning: {warning}");
+    }
     let e = explain::explain(&profile, report.as_ref().map(|r| (label.as_str(), r)));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);

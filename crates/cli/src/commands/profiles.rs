@@ -75,29 +75,36 @@ fn listing(brand: Result<(String, &'static str), String>) -> Listing {
         .map(|p| row(p.name, p.summary, p.provenance.to_string(), p.profile))
         .collect();
     let summary = "the host chip's own bare-metal profile: its Apple family, 32768 bytes of threadgroup memory";
-    profiles.push(
-        match brand.map_err(|e| e.to_string()).and_then(|(brand, how)| {
-            named::host(&brand)
-                .map(|(p, chip)| (p, chip, brand, how))
-                .map_err(|e| e.to_string())
-        }) {
-            Ok((profile, chip, brand, how)) => row(
+    let unavailable = |why: String| Row {
+        available: false,
+        ..row("host", summary, why, None)
+    };
+    profiles.push(match brand {
+        Err(why) => unavailable(format!(
+            "not available here: {why}; see the chip table, or pass --cpu-brand"
+        )),
+        Ok((brand, how)) => match named::host(&brand) {
+            Ok((profile, chip)) => row(
                 "host",
                 summary,
                 format!("{chip}, matched from CPU brand {:?} ({how})", brand.trim()),
                 Some(profile),
             ),
-            Err(why) => Row {
-                available: false,
-                ..row(
-                    "host",
-                    summary,
-                    format!("not available here: {why}; see the chip table, or pass --cpu-brand"),
-                    None,
-                )
-            },
+            Err(_) => {
+                let chips: Vec<&str> = CHIPS.iter().map(|&(chip, _)| chip).collect();
+                let fix = if how == "--cpu-brand" {
+                    "give the brand the guest reports, e.g. --cpu-brand \"Apple M1 Ultra (Virtual)\""
+                } else {
+                    "pass the brand with --cpu-brand"
+                };
+                unavailable(format!(
+                    "not available: the CPU brand {:?} ({how}) is unknown: it names none of the chips Apple {}; {fix}",
+                    brand.trim(),
+                    chips.join(", Apple ")
+                ))
+            }
         },
-    );
+    });
     Listing {
         profiles,
         host_chips: CHIPS
@@ -186,5 +193,16 @@ mod tests {
         let l = listing(Err("this is linux, not macOS".into()));
         assert!(!l.profiles[2].available);
         insta::assert_snapshot!("profiles_unknown_host", render(&l));
+    }
+
+    #[test]
+    fn an_unknown_brand_given_is_named_not_asked_for() {
+        let l = listing(Ok(("Intel".into(), "--cpu-brand")));
+        let host = &l.profiles[2];
+        assert!(!host.available);
+        let why = &host.provenance;
+        assert!(why.contains("\"Intel\" (--cpu-brand) is unknown"), "{why}");
+        assert!(why.contains("Apple M1, Apple M2"), "{why}");
+        assert!(!why.contains("or pass --cpu-brand"), "{why}");
     }
 }

@@ -12,6 +12,7 @@ use crate::launch::preflight::{self, PreflightError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib, exit};
+use crate::macho;
 use crate::profile_args::ProfileArgs;
 
 /// Exit code when capshim itself fails before running the command (as `env` and `nohup` use).
@@ -114,8 +115,8 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             };
             if !args.skip_preflight {
-                match std::fs::read(&program) {
-                    Ok(bytes) => match preflight::check(&program, &bytes, &arches, os) {
+                match macho::inspect_file(&program) {
+                    Ok(binary) => match preflight::check(&program, &binary, &arches, os) {
                         Ok(warnings) => {
                             for w in warnings {
                                 eprintln!("capshim: warning: {w}");

@@ -52,6 +52,18 @@ pub enum AgentError {
         /// Which input.
         what: &'static str,
     },
+    /// A value holds a character XML 1.0 cannot carry.
+    #[error(
+        "{what} {value:?} contains the control character U+{code:04X}, which a property list (XML 1.0) cannot hold; only tab, line feed and carriage return are allowed. Remove it, or start the program from a wrapper script that adds it"
+    )]
+    NotXml {
+        /// Which input, e.g. "program argument 2".
+        what: String,
+        /// The value, escaped when shown.
+        value: String,
+        /// The offending character.
+        code: u32,
+    },
     /// The agent file exists and `--force` was not given.
     #[error(
         "{0} already exists; nothing was changed. Pass --force to replace it, or choose another --label"
@@ -84,6 +96,25 @@ pub fn check_label(label: &str) -> Result<(), AgentError> {
     }
 }
 
+/// Checks that `text` holds only characters XML 1.0 can carry (`Char`: tab, LF, CR and
+/// everything from U+0020 but U+FFFE and U+FFFF), naming `what` otherwise.
+///
+/// # Errors
+/// [`AgentError::NotXml`].
+pub fn check_xml_text(what: impl FnOnce() -> String, text: &str) -> Result<(), AgentError> {
+    let bad = text.chars().find(|&c| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    });
+    match bad {
+        None => Ok(()),
+        Some(c) => Err(AgentError::NotXml {
+            what: what(),
+            value: text.to_string(),
+            code: u32::from(c),
+        }),
+    }
+}
+
 /// Checks that `path` is absolute, naming `what` otherwise.
 pub fn check_absolute(what: &'static str, path: &Path) -> Result<(), AgentError> {
     if path.is_absolute() {
@@ -97,6 +128,34 @@ pub fn check_absolute(what: &'static str, path: &Path) -> Result<(), AgentError>
 }
 
 impl Agent {
+    /// Checks that every value can be written into the property list.
+    ///
+    /// # Errors
+    /// [`AgentError::NotXml`] naming the program argument, variable or path.
+    pub fn check_xml(&self) -> Result<(), AgentError> {
+        for (i, arg) in self.program_arguments.iter().enumerate() {
+            check_xml_text(
+                || {
+                    if i == 0 {
+                        "the program path".to_string()
+                    } else {
+                        format!("program argument {i}")
+                    }
+                },
+                arg,
+            )?;
+        }
+        for (name, value) in &self.environment {
+            check_xml_text(|| format!("environment variable {name}"), value)?;
+        }
+        for (what, path) in [("--stdout", &self.stdout), ("--stderr", &self.stderr)] {
+            if let Some(path) = path {
+                check_xml_text(|| what.to_string(), &path.display().to_string())?;
+            }
+        }
+        Ok(())
+    }
+
     /// The property list as a launchd dictionary.
     pub fn to_value(&self) -> Value {
         let mut dict = Dictionary::new();

@@ -29,6 +29,34 @@ pub enum DylibError {
         /// Why.
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, device, folder): never opened.
+    #[error(
+        "{path} cannot be the shim library: {kind}, not a regular file; pass the path of {name} itself with --dylib"
+    )]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+        /// The library file name expected.
+        name: &'static str,
+    },
+    /// The path holds a character the loader splits its variable on.
+    #[error(
+        "the shim library path {path:?} contains {what}: {var} is split on {separators}, so the loader would look for pieces of the path and silently not load the shim; move or copy {name} to a path without {separators} and pass that with --dylib"
+    )]
+    UnsafePath {
+        /// The path.
+        path: PathBuf,
+        /// "a space" or "a colon".
+        what: &'static str,
+        /// The injection variable.
+        var: &'static str,
+        /// "spaces or colons" or "colons".
+        separators: &'static str,
+        /// The library file name.
+        name: &'static str,
+    },
     /// The file is not a shared library of this platform's format.
     #[error(
         "{path} is not {expected} shared library ({found}); pass the {name} built for this system with --dylib"
@@ -68,46 +96,89 @@ pub fn candidates(exe_dir: Option<&Path>, home: Option<&Path>, os: Os) -> Vec<Pa
     out
 }
 
-/// The explicit `--dylib` path, or the first candidate that exists, made absolute.
+/// Refuses a library path the loader would split: glibc's `LD_PRELOAD` is a list
+/// separated by spaces or colons, dyld's `DYLD_INSERT_LIBRARIES` by colons. Such a path
+/// would be silently not loaded. Used by `run`, `bench`, `agent` and `probe`, through
+/// [`locate`].
 ///
 /// # Errors
-/// [`DylibError::NotFound`] listing every place looked in.
-pub fn locate(explicit: Option<&Path>, os: Os) -> Result<PathBuf, DylibError> {
-    if let Some(path) = explicit {
-        return std::path::absolute(path).map_err(|source| DylibError::Unreadable {
-            path: path.to_path_buf(),
-            source,
-        });
-    }
-    let exe = std::env::current_exe().ok();
-    let exe_dir = exe.as_deref().and_then(Path::parent);
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let searched = candidates(exe_dir, home.as_deref(), os);
-    searched
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .ok_or(DylibError::NotFound {
-            name: os.library_name(),
-            searched,
-        })
+/// [`DylibError::UnsafePath`] saying to move the library.
+pub fn check_path(path: &Path, os: Os) -> Result<(), DylibError> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let (splits, separators): (&[u8], _) = match os {
+        Os::Linux => (b" :", "spaces or colons"),
+        Os::MacOs => (b":", "colons"),
+    };
+    let Some(&found) = bytes.iter().find(|b| splits.contains(b)) else {
+        return Ok(());
+    };
+    Err(DylibError::UnsafePath {
+        path: path.to_path_buf(),
+        what: if found == b' ' { "a space" } else { "a colon" },
+        var: os.injection_var(),
+        separators,
+        name: os.library_name(),
+    })
 }
 
-/// Reads the library and checks it is a shared library in `os`'s format.
-/// Returns its architectures.
+/// The explicit `--dylib` path, or the first candidate that exists, made absolute and
+/// checked with [`check_path`].
+///
+/// # Errors
+/// [`DylibError::NotFound`] listing every place looked in; [`DylibError::UnsafePath`].
+pub fn locate(explicit: Option<&Path>, os: Os) -> Result<PathBuf, DylibError> {
+    let path = match explicit {
+        Some(path) => std::path::absolute(path).map_err(|source| DylibError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?,
+        None => {
+            let exe = std::env::current_exe().ok();
+            let exe_dir = exe.as_deref().and_then(Path::parent);
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let searched = candidates(exe_dir, home.as_deref(), os);
+            searched
+                .iter()
+                .find(|p| p.is_file())
+                .cloned()
+                .ok_or(DylibError::NotFound {
+                    name: os.library_name(),
+                    searched,
+                })?
+        }
+    };
+    check_path(&path, os)?;
+    Ok(path)
+}
+
+/// Checks the library is a regular file and a shared library in `os`'s format, reading
+/// only its headers. Returns its architectures.
 ///
 /// # Errors
 /// [`DylibError`] naming the file and what to do.
 pub fn check(path: &Path, os: Os) -> Result<Vec<Arch>, DylibError> {
-    let bytes = std::fs::read(path).map_err(|source| DylibError::Unreadable {
-        path: path.to_path_buf(),
-        source,
+    check_path(path, os)?;
+    let binary = macho::inspect_file(path).map_err(|e| match e {
+        macho::OpenError::NotRegular(kind) => DylibError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+            name: os.library_name(),
+        },
+        macho::OpenError::Io(source) => DylibError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        },
     })?;
-    check_bytes(path, &bytes, os)
+    check_binary(path, &binary, os)
 }
 
 /// As [`check`], over bytes already read.
+#[cfg(test)]
 pub fn check_bytes(path: &Path, bytes: &[u8], os: Os) -> Result<Vec<Arch>, DylibError> {
+    check_binary(path, &macho::inspect(bytes), os)
+}
+
+fn check_binary(path: &Path, binary: &Binary, os: Os) -> Result<Vec<Arch>, DylibError> {
     let (expected, format) = match os {
         Os::MacOs => ("a Mach-O", Format::MachO),
         Os::Linux => ("an ELF", Format::Elf),
@@ -118,14 +189,17 @@ pub fn check_bytes(path: &Path, bytes: &[u8], os: Os) -> Result<Vec<Arch>, Dylib
         found,
         name: os.library_name(),
     };
-    match macho::inspect(bytes) {
-        Binary::Native { format: f, slices } if f == format => {
+    match binary {
+        Binary::Native { format: f, slices } if *f == format => {
             if slices.iter().all(|s| !s.shared_library) {
                 return Err(wrong("an executable, not a library".to_string()));
             }
             Ok(slices.iter().map(|s| s.arch).collect())
         }
-        Binary::Native { format: f, .. } => Err(wrong(format!("a {f:?} file"))),
+        Binary::Native { format: f, .. } => Err(wrong(match f {
+            Format::Elf => "an ELF file".to_string(),
+            Format::MachO => "a Mach-O file".to_string(),
+        })),
         Binary::Script { .. } => Err(wrong("a script".to_string())),
         Binary::Unknown => Err(wrong("not a native binary".to_string())),
     }
@@ -186,9 +260,61 @@ mod tests {
         );
         let err = check_bytes(p, &dylib, Os::Linux).unwrap_err().to_string();
         assert!(err.contains("not an ELF shared library"), "{err}");
+        assert!(err.contains("(a Mach-O file)"), "{err}");
         let exe = macho(m::CPU_TYPE_ARM64, 0, m::MH_EXECUTE, None);
         let err = check_bytes(p, &exe, Os::MacOs).unwrap_err().to_string();
         assert!(err.contains("executable"), "{err}");
         assert!(check_bytes(p, b"#!/bin/sh\n", Os::MacOs).is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_elf_without_machos_wording() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let err = check_bytes(Path::new("x"), &me, Os::MacOs)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(an ELF file)"), "{err}");
+    }
+
+    #[test]
+    fn paths_the_loader_would_split_are_refused() {
+        for (path, os, what) in [
+            ("/tmp/sp ace/libcapshim.so", Os::Linux, "a space"),
+            ("/tmp/a:b/libcapshim.so", Os::Linux, "a colon"),
+            ("/tmp/a:b/libcapshim.dylib", Os::MacOs, "a colon"),
+        ] {
+            let err = locate(Some(Path::new(path)), os).unwrap_err().to_string();
+            assert!(err.contains(what), "{err}");
+            assert!(err.contains(os.injection_var()), "{err}");
+            assert!(err.contains("move or copy"), "{err}");
+            assert!(check(Path::new(path), os).is_err());
+        }
+        assert!(check_path(Path::new("/tmp/sp ace/libcapshim.dylib"), Os::MacOs).is_ok());
+        assert!(check_path(Path::new("/tmp/x/libcapshim.so"), Os::Linux).is_ok());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn special_files_are_refused_before_reading() {
+        let err = check(Path::new("/dev/zero"), Os::Linux).unwrap_err();
+        assert!(matches!(err, DylibError::NotRegular { .. }), "{err}");
+        assert!(err.to_string().contains("character device"), "{err}");
+    }
+
+    /// libc.so.6 is ET_DYN and names an interpreter (it can be run); it is still a shared
+    /// library the loader preloads.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_shared_object_with_an_interpreter_is_a_library() {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+            .expect("libc mapped");
+        check(Path::new(libc), Os::Linux).unwrap();
+        // A PIE executable, also ET_DYN with an interpreter, is accepted too.
+        check(&std::env::current_exe().unwrap(), Os::Linux).unwrap();
     }
 }

@@ -120,15 +120,16 @@ fn sip_protected(path: &str) -> bool {
     SIP_PROTECTED.iter().any(|prefix| path.starts_with(prefix))
 }
 
-/// Checks `program` (its resolved path and its bytes) against the shim library's
-/// architectures. Returns warnings to print; an error means the run cannot work.
+/// Checks `program` (its resolved path and what [`macho::inspect_file`] read of it) against
+/// the shim library's architectures. Returns warnings to print; an error means the run
+/// cannot work.
 ///
 /// # Errors
 /// [`PreflightError::ArchMismatch`] when no architecture of the program is one of the
 /// library's.
 pub fn check(
     program: &Path,
-    bytes: &[u8],
+    binary: &Binary,
     library_arches: &[Arch],
     os: Os,
 ) -> Result<Vec<String>, PreflightError> {
@@ -143,7 +144,7 @@ pub fn check(
             SIP_PROTECTED.join(", ")
         ));
     }
-    match macho::inspect(bytes) {
+    match binary {
         Binary::Native { slices, .. } => {
             let matching: Vec<_> = slices
                 .iter()
@@ -177,7 +178,7 @@ pub fn check(
             }
         }
         Binary::Script { interpreter } => {
-            if os == Os::MacOs && sip_protected(&interpreter) {
+            if os == Os::MacOs && sip_protected(interpreter) {
                 warnings.push(format!(
                     "{shown} is a script run by {interpreter}, which is SIP-protected: macOS strips DYLD_INSERT_LIBRARIES there, and every program the script starts begins without the shim; run the real program directly under `capshim run`"
                 ));
@@ -196,6 +197,15 @@ mod tests {
     use object::macho as m;
 
     const ARM64: &[Arch] = &[Arch::Arm64];
+
+    fn check(
+        program: &Path,
+        bytes: &[u8],
+        library_arches: &[Arch],
+        os: Os,
+    ) -> Result<Vec<String>, PreflightError> {
+        super::check(program, &macho::inspect(bytes), library_arches, os)
+    }
 
     #[test]
     fn finds_programs_like_a_shell() {

@@ -5,8 +5,8 @@
 //! `flags` at byte 12; `CS_RUNTIME` = 0x10000 is the hardened runtime) and an XML
 //! entitlements blob (magic 0xfade7171).
 
-use object::macho;
 use object::read::macho::MachHeader;
+use object::{ReadRef, macho};
 
 const SUPERBLOB_MAGIC: u32 = 0xfade_0cc0;
 const CODE_DIRECTORY_MAGIC: u32 = 0xfade_0c02;
@@ -71,12 +71,14 @@ pub(crate) fn parse_superblob(blob: &[u8]) -> Option<Signature> {
 }
 
 /// Reads the code signature of one thin Mach-O, if it has one.
-pub(super) fn read<Mach: MachHeader>(
+/// `offset` is where the thin Mach-O starts in `data` (a slice of a universal file).
+pub(super) fn read<'data, Mach: MachHeader, R: ReadRef<'data>>(
     header: &Mach,
     endian: Mach::Endian,
-    data: &[u8],
+    data: R,
+    offset: u64,
 ) -> Option<Signature> {
-    let mut commands = header.load_commands(endian, data, 0).ok()?;
+    let mut commands = header.load_commands(endian, data, offset).ok()?;
     while let Ok(Some(command)) = commands.next() {
         if command.cmd() != macho::LC_CODE_SIGNATURE {
             continue;
@@ -84,9 +86,9 @@ pub(super) fn read<Mach: MachHeader>(
         let link = command
             .data::<macho::LinkeditDataCommand<Mach::Endian>>()
             .ok()?;
-        let start = link.dataoff.get(endian) as usize;
-        let size = link.datasize.get(endian) as usize;
-        let blob = data.get(start..start.checked_add(size)?)?;
+        let start = offset.checked_add(u64::from(link.dataoff.get(endian)))?;
+        let size = u64::from(link.datasize.get(endian));
+        let blob = data.read_bytes_at(start, size).ok()?;
         return parse_superblob(blob);
     }
     None

@@ -53,7 +53,8 @@ pub fn shim_next_to_capshim() -> PathBuf {
     assert_cmd::cargo::cargo_bin("capshim").with_file_name(SHIM_NAME)
 }
 
-/// The real shim next to the `capshim` binary; panics (never skips) when it is not built.
+/// The real shim next to the `capshim` binary; panics (never skips) when it is not built or
+/// is older than its sources.
 pub fn real_shim() -> PathBuf {
     let so = shim_next_to_capshim();
     assert!(
@@ -61,7 +62,47 @@ pub fn real_shim() -> PathBuf {
         "{} is missing: build the shim with `cargo build -p capshim` (cargo test --workspace does)",
         so.display()
     );
+    assert_fresh(&so);
     so
+}
+
+/// Panics when `so` is older than the newest file under crates/shim/src or
+/// crates/profile/src: `cargo test` does not rebuild the cdylib, so a library left from an
+/// earlier build would test old code without saying so.
+pub fn assert_fresh(so: &Path) {
+    let built = std::fs::metadata(so)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("{}: {e}", so.display()));
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for source in [crates.join("shim/src"), crates.join("profile/src")] {
+        let (newest, file) = newest_file(&source);
+        assert!(
+            newest <= built,
+            "{} is older than {} (the sources in {}): rebuild it with cargo build -p capshim",
+            so.display(),
+            file.display(),
+            source.display()
+        );
+    }
+}
+
+/// The modification time and path of the newest file under `dir`.
+fn newest_file(dir: &Path) -> (std::time::SystemTime, PathBuf) {
+    let mut newest = (std::time::SystemTime::UNIX_EPOCH, dir.to_path_buf());
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let found = if path.is_dir() {
+            newest_file(&path)
+        } else {
+            let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+            (modified, path)
+        };
+        if found.0 > newest.0 {
+            newest = found;
+        }
+    }
+    newest
 }
 
 /// The cache `scripts/llama/build.sh` builds llama.cpp and the tiny model into.
@@ -253,6 +294,7 @@ echo "]"
 pub fn inert_shim(dir: &Path) -> PathBuf {
     let real = shim_next_to_capshim();
     if real.is_file() {
+        assert_fresh(&real);
         return real.canonicalize().unwrap();
     }
     let src = dir.join("empty.c");
