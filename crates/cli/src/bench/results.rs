@@ -71,6 +71,10 @@ pub enum AnalyzeError {
         /// The other model.
         other: String,
     },
+    /// Two results of one test in one arm ran with different llama-bench settings: the
+    /// message names the arm, the test, the file(s), the field and both values.
+    #[error("{0}")]
+    SettingsMismatch(String),
     /// Two arms have the same name.
     #[error("two arms are named {0:?}; give each arm its own name")]
     DuplicateArm(String),
@@ -189,6 +193,21 @@ impl Summary {
     }
 }
 
+/// The first llama-bench setting in which two rows differ: field, first value, other value.
+/// A field only one row has counts as `null` in the other.
+fn settings_difference(a: &BenchRow, b: &BenchRow) -> Option<(String, String, String)> {
+    crate::llama::SETTING_FIELDS.iter().find_map(|field| {
+        let (x, y) = (a.setting(field), b.setting(field));
+        (x != y).then(|| {
+            (
+                (*field).to_string(),
+                x.unwrap_or("null").to_string(),
+                y.unwrap_or("null").to_string(),
+            )
+        })
+    })
+}
+
 struct Merged {
     samples: Vec<f64>,
     rounds: Vec<(u32, Vec<f64>)>,
@@ -240,6 +259,45 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
         let (model, _) = first.expect("non-empty arm");
         models.push((arm.name.clone(), model.clone()));
     }
+    // One set of llama-bench settings per test within an arm; differences across arms are
+    // reported.
+    let mut arm_settings: Vec<(&str, TestKey, &BenchRow)> = Vec::new();
+    for arm in &order {
+        let mut firsts: Vec<(&BenchRow, &PathBuf)> = Vec::new();
+        for run in &arm.runs {
+            for row in &run.rows {
+                match firsts.iter().find(|(r, _)| r.key == row.key) {
+                    None => firsts.push((row, &run.path)),
+                    Some((first, path)) => {
+                        if let Some((field, a, b)) = settings_difference(first, row) {
+                            return Err(AnalyzeError::SettingsMismatch(format!(
+                                "arm {}, test {}: {} ran it with {field} = {a} but {} ran it with \
+                                 {field} = {b}; capshim would pool both into one median. Give llama-bench one value \
+                                 per option (no comma lists such as `-t 1,2`; with `capshim bench`, pass one value \
+                                 after `--`, e.g. `-- -t 8`) and report each setting separately",
+                                arm.name,
+                                row.key,
+                                path.display(),
+                                run.path.display()
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        arm_settings.extend(firsts.iter().map(|(r, _)| (arm.name.as_str(), r.key, *r)));
+    }
+    for (i, (arm, key, row)) in arm_settings.iter().enumerate() {
+        if let Some((first_arm, _, first)) = arm_settings[..i].iter().find(|(_, k, _)| k == key) {
+            if let Some((field, a, b)) = settings_difference(first, row) {
+                warnings.push(format!(
+                    "test {key}: arm {first_arm} ran with {field} = {a} but arm {arm} with {field} = {b}: \
+                     the arms differ in more than the shim; rerun them with the same llama-bench options"
+                ));
+            }
+        }
+    }
+
     if let Some((first_arm, first_model)) = models.first() {
         for (arm, model) in &models[1..] {
             if !model.same_model(first_model) {
@@ -482,7 +540,86 @@ pub(crate) mod tests {
             backends: None,
             n_threads: None,
             n_gpu_layers: None,
+            settings: Vec::new(),
         }
+    }
+
+    fn with(mut row: BenchRow, field: &str, value: &str) -> BenchRow {
+        row.settings.push((field.into(), value.into()));
+        row
+    }
+
+    #[test]
+    fn rows_of_one_test_with_different_settings_are_not_pooled() {
+        // `llama-bench -t 1,2` writes two pp512 rows into one file.
+        let err = analyze(&[arm(
+            "stock",
+            Role::Stock,
+            vec![vec![
+                with(row("m", 512, 0, &[1.0]), "n_threads", "1"),
+                with(row("m", 512, 0, &[2.0]), "n_threads", "2"),
+            ]],
+        )])
+        .unwrap_err()
+        .to_string();
+        for part in [
+            "arm stock, test pp512",
+            "stock-0.json",
+            "n_threads = 1",
+            "n_threads = 2",
+            "one value per option",
+            "after `--`",
+        ] {
+            assert!(err.contains(part), "{part:?} missing: {err}");
+        }
+        // Across two files of one arm, and a field only one row has.
+        let err = analyze(&[arm(
+            "u",
+            Role::Other,
+            vec![
+                vec![row("m", 512, 0, &[1.0])],
+                vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")],
+            ],
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("u-0.json")
+                && err.contains("u-1.json")
+                && err.contains("flash_attn = null"),
+            "{err}"
+        );
+        // Different tests may differ (llama-bench -p 512 -n 128 in one run is fine).
+        analyze(&[arm(
+            "u",
+            Role::Other,
+            vec![vec![
+                with(row("m", 512, 0, &[1.0]), "n_threads", "1"),
+                with(row("m", 0, 128, &[2.0]), "n_threads", "2"),
+            ]],
+        )])
+        .unwrap();
+        // Across arms: a warning, not an error.
+        let s = analyze(&[
+            arm(
+                "stock",
+                Role::Stock,
+                vec![vec![with(row("m", 512, 0, &[1.0]), "n_gpu_layers", "0")]],
+            ),
+            arm(
+                "u",
+                Role::Other,
+                vec![vec![with(row("m", 512, 0, &[2.0]), "n_gpu_layers", "99")]],
+            ),
+        ])
+        .unwrap();
+        assert!(
+            s.warnings.iter().any(|w| w.contains("test pp512")
+                && w.contains("n_gpu_layers = 0")
+                && w.contains("n_gpu_layers = 99")),
+            "{:?}",
+            s.warnings
+        );
     }
 
     pub(crate) fn arm(name: &str, role: Role, runs: Vec<Vec<BenchRow>>) -> ArmInput {

@@ -106,6 +106,50 @@ pub struct BenchRow {
     pub n_threads: Option<i64>,
     /// `n_gpu_layers`.
     pub n_gpu_layers: Option<i64>,
+    /// Every llama-bench setting the row carries ([`SETTING_FIELDS`]), as `(field, value)` with
+    /// the value in JSON, in [`SETTING_FIELDS`] order. Rows of one test are only merged when
+    /// these agree.
+    pub settings: Vec<(String, String)>,
+}
+
+/// The fields of a llama-bench result that are settings of the run (its command-line options),
+/// not results or descriptions of the machine or model. llama-bench sweeps a comma list given
+/// to one option (`-t 1,2`) into one result per value, all with the same test name.
+pub const SETTING_FIELDS: &[&str] = &[
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "type_k",
+    "type_v",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "split_mode",
+    "main_gpu",
+    "no_kv_offload",
+    "flash_attn",
+    "devices",
+    "tensor_split",
+    "tensor_buft_overrides",
+    "rpc_servers",
+    "use_mmap",
+    "use_direct_io",
+    "load_mode",
+    "embeddings",
+    "no_op_offload",
+    "no_host",
+];
+
+impl BenchRow {
+    /// The value of setting `field` in this row, if the row has it.
+    pub fn setting(&self, field: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// The subset of a llama-bench object capshim reads.
@@ -285,6 +329,10 @@ fn row_from_value(path: &Path, index: usize, value: Value) -> Result<BenchRow, P
             return Err(not_bench(format!("no `{field}` field")));
         }
     }
+    let settings: Vec<(String, String)> = SETTING_FIELDS
+        .iter()
+        .filter_map(|f| map.get(*f).map(|v| ((*f).to_string(), v.to_string())))
+        .collect();
     let raw: RawRow = serde_json::from_value(value).map_err(|e| not_bench(e.to_string()))?;
     let key = TestKey {
         n_prompt: raw.n_prompt,
@@ -324,6 +372,7 @@ fn row_from_value(path: &Path, index: usize, value: Value) -> Result<BenchRow, P
         backends: raw.backends,
         n_threads: raw.n_threads,
         n_gpu_layers: raw.n_gpu_layers,
+        settings,
     })
 }
 
@@ -382,6 +431,10 @@ mod tests {
         assert_eq!(rows[0].model.label(), "tiny-llama-q4_k_m");
         assert_eq!(rows[1].key.name(), "tg8 @ d512");
         assert!(rows[0].model.same_model(&rows[1].model));
+        assert_eq!(rows[0].setting("n_threads"), Some("2"));
+        assert_eq!(rows[0].setting("n_gpu_layers"), Some("99"));
+        assert_eq!(rows[0].setting("avg_ts"), None);
+        assert_eq!(rows[1].setting("n_threads"), None);
     }
 
     #[test]

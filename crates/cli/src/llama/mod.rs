@@ -5,6 +5,6 @@ pub mod bench_json;
 pub mod metal;
 pub mod shim;
 
-pub use bench_json::{BenchRow, ModelId, TestKey, read_bench_file};
+pub use bench_json::{BenchRow, ModelId, SETTING_FIELDS, TestKey, read_bench_file};
 pub use metal::MetalReport;
 pub use shim::Activation;
