@@ -396,3 +396,90 @@ fn bench_refuses_a_dylib_path_the_loader_would_split() {
     );
     assert!(!out.exists(), "bench wrote a bundle");
 }
+
+#[test]
+fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::time::{Duration, Instant};
+
+    for (signal, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+        let s = setup();
+        let out = s.tmp.path().join("bundle");
+        let hang = s.tmp.path().join("hang");
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if name.starts_with("CAPSHIM_")
+                || name.starts_with("LUME_METAL_")
+                || name == "LD_PRELOAD"
+                || name == "DYLD_INSERT_LIBRARIES"
+            {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.current_dir(s.tmp.path())
+            .arg("bench")
+            .arg("-m")
+            .arg(&s.model)
+            .arg("--llama-bench")
+            .arg(&s.llama)
+            .arg("--dylib")
+            .arg(&s.shim)
+            .arg("--allow-inactive")
+            .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
+            .arg(&out);
+        let mut child = cmd
+            .env("FAKE_HANG", &hang)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_file = hang.with_extension("pid");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !pid_file.exists() {
+            assert!(Instant::now() < deadline, "the second run never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let llama: i32 = read(&pid_file).trim().parse().unwrap();
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = kill(Pid::from_raw(llama), Signal::SIGKILL);
+                child.kill().unwrap();
+                panic!("capshim bench did not stop on {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(status.code(), Some(code), "{signal}: {stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted by {signal}")) && stderr.contains("INCOMPLETE"),
+            "{stderr}"
+        );
+        // llama-bench was stopped, not orphaned.
+        assert!(
+            kill(Pid::from_raw(llama), None).is_err(),
+            "{signal}: llama-bench (pid {llama}) still runs"
+        );
+        assert!(!out.join("SHA256SUMS").exists());
+        let note = read(&out.join("INCOMPLETE"));
+        for part in [
+            "Runs finished (1 of 4)",
+            "arm stock round 1 (raw/stock-r1.json)",
+            "did not finish",
+            "arm apple9-64k round 1 (raw/apple9-64k-r1.json)",
+            &format!("interrupted by {signal}"),
+            "Runs never started: 2",
+        ] {
+            assert!(note.contains(part), "{part:?} missing:\n{note}");
+        }
+        assert_report_refuses(&out, "did not finish")
+            .stderr(predicate::str::contains("INCOMPLETE"))
+            .stderr(predicate::str::contains("changed after").not());
+    }
+}

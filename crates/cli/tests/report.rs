@@ -317,5 +317,11 @@ fn help_documents_exit_codes_and_examples() {
     capshim()
         .args(["report", "--help"])
         .assert()
-        .stdout(predicate::str::contains("3  a bundle was changed"));
+        .stdout(predicate::str::contains("3  a bundle is not trustworthy"))
+        .stdout(predicate::str::contains("unfinished"));
+    capshim()
+        .args(["bench", "--help"])
+        .assert()
+        .stdout(predicate::str::contains("130 by SIGINT, 143 by SIGTERM"))
+        .stdout(predicate::str::contains("INCOMPLETE"));
 }

@@ -17,6 +17,7 @@ use crate::bundle::load::LoadError;
 use crate::bundle::{self, BundleError, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
 use crate::export::{self, ExportError};
 use crate::launch::Os;
+use crate::launch::signals::{self, Forwarder};
 use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::bench_json::ParseError;
 use crate::llama::{Activation, read_bench_file};
@@ -117,6 +118,19 @@ pub enum RunError {
         what: &'static str,
         /// The serializer's error.
         source: serde_json::Error,
+    },
+    /// A signal stopped the run.
+    #[error(
+        "interrupted by {signal}: llama-bench was stopped and no further runs were started; \
+         the bundle is unfinished (no SHA256SUMS), see its {note} note"
+    )]
+    Interrupted {
+        /// The signal's name, e.g. `SIGTERM`.
+        signal: String,
+        /// The signal's number.
+        number: i32,
+        /// The note's file name.
+        note: &'static str,
     },
     /// Any of the above, after the bundle directory was created.
     #[error("bench stopped; the raw files written so far are in {dir}")]
@@ -406,14 +420,98 @@ pub struct Outcome {
 /// bundle directory, which the error names.
 pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
     let started = time::now();
+    // Before the bundle exists: a signal from now on stops the run cleanly.
+    let signals = Forwarder::start_with(true).map_err(|source| RunError::Io {
+        action: "cannot catch signals for",
+        path: PathBuf::from("capshim bench"),
+        source,
+    })?;
     let dir = bundle::create(plan.output.as_deref())?;
-    run_in(plan, &dir, started).map_err(|e| RunError::Stopped {
-        dir: dir.clone(),
-        source: Box::new(e),
+    let mut progress = RunProgress::default();
+    run_in(plan, &dir, started, &signals, &mut progress).map_err(|e| {
+        let _ = write_incomplete(&dir, &progress, &e);
+        RunError::Stopped {
+            dir: dir.clone(),
+            source: Box::new(e),
+        }
     })
 }
 
-fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
+impl RunError {
+    /// The signal that stopped the run, when one did.
+    pub fn interrupted_by(&self) -> Option<i32> {
+        match self {
+            RunError::Interrupted { number, .. } => Some(*number),
+            RunError::Stopped { source, .. } => source.interrupted_by(),
+            _ => None,
+        }
+    }
+}
+
+/// What the runs have done so far, for the INCOMPLETE note.
+#[derive(Default)]
+struct RunProgress {
+    total: usize,
+    finished: Vec<String>,
+    current: Option<String>,
+}
+
+/// Writes the bundle's INCOMPLETE note: which runs finished and why the run stopped.
+fn write_incomplete(dir: &Path, progress: &RunProgress, why: &RunError) -> std::io::Result<()> {
+    let mut text = String::from(
+        "This bundle is unfinished: the `capshim bench` run that wrote it stopped before it sealed it.\n\
+         It has no SHA256SUMS and no report; `capshim report` refuses it. Do not use its figures; rerun `capshim bench`.\n\n",
+    );
+    let mut reason = why.to_string();
+    let mut source = std::error::Error::source(why);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !reason.contains(&text) {
+            reason.push_str(": ");
+            reason.push_str(&text);
+        }
+        source = cause.source();
+    }
+    text.push_str(&format!("Why it stopped: {reason}\n\n"));
+    text.push_str(&format!(
+        "Runs finished ({} of {}):\n",
+        progress.finished.len(),
+        progress.total
+    ));
+    if progress.finished.is_empty() {
+        text.push_str("  none\n");
+    }
+    for run in &progress.finished {
+        text.push_str(&format!("  {run}\n"));
+    }
+    if let Some(run) = &progress.current {
+        text.push_str(&format!(
+            "\nRun that did not finish (its raw files are partial):\n  {run}\n"
+        ));
+    }
+    let done = progress.finished.len() + usize::from(progress.current.is_some());
+    text.push_str(&format!(
+        "\nRuns never started: {}\n",
+        progress.total.saturating_sub(done)
+    ));
+    std::fs::write(dir.join(bundle::INCOMPLETE_FILE), text)
+}
+
+fn interrupted(number: i32) -> RunError {
+    RunError::Interrupted {
+        signal: signals::name(number),
+        number,
+        note: bundle::INCOMPLETE_FILE,
+    }
+}
+
+fn run_in(
+    plan: &Plan,
+    dir: &Path,
+    started: u64,
+    signals: &Forwarder,
+    done: &mut RunProgress,
+) -> Result<Outcome, RunError> {
     let dir_abs = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
     let args = plan.llama_args();
     let slots = interleave(plan.arms.len(), plan.rounds);
@@ -444,7 +542,12 @@ fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
             .collect(),
     };
     let mut records = Vec::new();
+    done.total = slots.len();
     for slot in &slots {
+        if let Some(number) = signals.received() {
+            progress.finish_and_clear();
+            return Err(interrupted(number));
+        }
         let arm = &plan.arms[slot.arm];
         let message = format!("arm {}, round {}/{}", arm.name, slot.round, plan.rounds);
         progress.set_message(message.clone());
@@ -458,6 +561,10 @@ fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
             .profile
             .is_some()
             .then(|| format!("{RAW_DIR}/{stem}.status.jsonl"));
+        done.current = Some(format!(
+            "arm {} round {} ({json_rel})",
+            arm.name, slot.round
+        ));
         let record = run_one(
             plan,
             arm,
@@ -467,7 +574,10 @@ fn run_in(plan: &Plan, dir: &Path, started: u64) -> Result<Outcome, RunError> {
             &json_rel,
             &stderr_rel,
             status_rel.as_deref(),
-        )?;
+            signals,
+        )
+        .inspect_err(|_| progress.finish_and_clear())?;
+        done.finished.extend(done.current.take());
         records.push(record);
         manifest.arms[slot.arm].runs.push(ManifestRun {
             round: slot.round,
@@ -574,6 +684,7 @@ fn run_one(
     json_rel: &str,
     stderr_rel: &str,
     status_rel: Option<&str>,
+    signals: &Forwarder,
 ) -> Result<RunRecord, RunError> {
     let json_path = dir.join(json_rel);
     let stderr_path = dir.join(stderr_rel);
@@ -602,10 +713,20 @@ fn run_one(
     argv.extend(args.iter().cloned());
     let started = time::now();
     let clock = Instant::now();
-    let status = cmd.status().map_err(|source| RunError::Spawn {
+    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
         path: plan.llama_bench.clone(),
         source,
     })?;
+    signals.forward_to(child.id());
+    let status = child.wait();
+    signals.clear();
+    let status = status.map_err(io("cannot wait for llama-bench", &plan.llama_bench))?;
+    if let Some(number) = signals.received() {
+        // Whatever llama-bench did with the signal, the run was cut short.
+        if !status.success() {
+            return Err(interrupted(number));
+        }
+    }
     let seconds = clock.elapsed().as_secs_f64();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     if !status.success() {

@@ -14,6 +14,8 @@ pub use sums::{verify, write_sums};
 
 /// The checksum file at the top of a bundle.
 pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The note `capshim bench` leaves in a bundle it could not finish.
+pub const INCOMPLETE_FILE: &str = "INCOMPLETE";
 /// The directory of raw llama-bench outputs, stderr and status files.
 pub const RAW_DIR: &str = "raw";
 
@@ -46,6 +48,18 @@ pub enum BundleError {
         path: PathBuf,
         /// What is missing.
         why: String,
+    },
+    /// The bundle was never sealed: the bench run that wrote it did not finish.
+    #[error(
+        "{path} has no {SUMS_FILE}: the `capshim bench` run that wrote it did not finish{}; \
+         do not trust its figures: rerun `capshim bench`",
+        if *has_note { format!(" (its {INCOMPLETE_FILE} note says which runs finished and why it stopped)") } else { String::new() }
+    )]
+    Unfinished {
+        /// The bundle.
+        path: PathBuf,
+        /// Whether it holds an INCOMPLETE note.
+        has_note: bool,
     },
     /// The bundle's files do not match its `SHA256SUMS`.
     #[error(

@@ -88,9 +88,9 @@ pub fn verify(dir: &Path) -> Result<(), BundleError> {
     let text = match std::fs::read_to_string(&sums_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(BundleError::Tampered {
+            return Err(BundleError::Unfinished {
                 path: dir.to_path_buf(),
-                problems: vec![format!("{SUMS_FILE} is missing")],
+                has_note: dir.join(super::INCOMPLETE_FILE).is_file(),
             });
         }
         Err(e) => return Err(BundleError::io("cannot read", &sums_path)(e)),
@@ -160,7 +160,27 @@ mod tests {
                 "raw/new is not listed in SHA256SUMS".to_string(),
             ]
         );
+        // No SHA256SUMS: the bench run never sealed it, which is not a change after sealing.
         std::fs::remove_file(d.join(SUMS_FILE)).unwrap();
-        assert!(matches!(verify(d), Err(BundleError::Tampered { .. })));
+        let err = verify(d).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BundleError::Unfinished {
+                    has_note: false,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("did not finish"), "{err}");
+        assert!(!err.to_string().contains("changed after"), "{err}");
+        std::fs::write(d.join(crate::bundle::INCOMPLETE_FILE), "x").unwrap();
+        assert!(
+            verify(d)
+                .unwrap_err()
+                .to_string()
+                .contains("INCOMPLETE note")
+        );
     }
 }

@@ -25,10 +25,15 @@ bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and
 summary.json, results.csv, report.md, chart.svg, environment.json, SHA256SUMS.
 Re-render or verify it with `capshim report BUNDLE_DIR`.
 
+Interrupting: SIGINT (Ctrl-C), SIGTERM or SIGHUP is passed on to the running llama-bench; capshim
+waits for it, starts no further runs, leaves the bundle unsealed (no SHA256SUMS) with an INCOMPLETE
+note naming the runs that finished and why it stopped, and exits 128 + the signal's number.
+
 Exit codes:
-  0  the bundle was written
-  1  error (llama-bench failed, the shim did not activate, bad input, bundle exists)
-  2  bad command line
+  0    the bundle was written
+  1    error (llama-bench failed, the shim did not activate, bad input, bundle exists)
+  2    bad command line
+  129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
@@ -258,7 +263,26 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
 /// Runs `capshim bench`.
 pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let (plan, json) = plan(args)?;
-    let outcome = runner::run(&plan)?;
+    let outcome = match runner::run(&plan) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let Some(number) = e.interrupted_by() {
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    let cause_text = cause.to_string();
+                    if !text.contains(&cause_text) {
+                        text.push_str(": ");
+                        text.push_str(&cause_text);
+                    }
+                    source = cause.source();
+                }
+                eprintln!("capshim: error: {text}");
+                return Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)));
+            }
+            return Err(e.into());
+        }
+    };
     if json {
         print!("{}", outcome.summary_json);
     } else {

@@ -29,7 +29,9 @@ Exit codes:
   0  the report was printed
   1  error (unreadable or non-llama-bench input, models disagree within an arm, ...)
   2  bad command line
-  3  a bundle was changed after it was written (SHA256SUMS mismatch, missing or added files)
+  3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
+     added files), or unfinished (no SHA256SUMS: the bench run that wrote it was interrupted or
+     failed; its INCOMPLETE note says why)
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -176,7 +178,10 @@ pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let arms = match arm_inputs(&args) {
         Ok(arms) => arms,
         Err(e) => {
-            if let Some(tampered @ BundleError::Tampered { .. }) = e.downcast_ref::<BundleError>() {
+            if let Some(
+                tampered @ (BundleError::Tampered { .. } | BundleError::Unfinished { .. }),
+            ) = e.downcast_ref::<BundleError>()
+            {
                 eprintln!("capshim: error: {tampered}");
                 return Ok(ExitCode::from(EXIT_TAMPERED));
             }

@@ -18,6 +18,7 @@ use signal_hook::iterator::{Handle, Signals};
 /// that arrives before the child is known is held and sent when it is).
 pub struct Forwarder {
     child: Arc<AtomicI32>,
+    received: Arc<AtomicI32>,
     pending: Arc<AtomicI32>,
     handle: Handle,
     thread: Option<JoinHandle<()>>,
@@ -29,14 +30,33 @@ impl Forwarder {
     /// # Errors
     /// When the signal handlers cannot be installed.
     pub fn start() -> std::io::Result<Forwarder> {
+        Self::start_with(false)
+    }
+
+    /// As [`Forwarder::start`]; with `forward_interrupt`, SIGINT is passed on too (for
+    /// `capshim bench`, whose SIGINT may come from `kill -INT` rather than the terminal; a
+    /// child that gets it twice from a Ctrl-C still stops once). The first SIGINT, SIGTERM or
+    /// SIGHUP is remembered: see [`Forwarder::received`].
+    ///
+    /// # Errors
+    /// When the signal handlers cannot be installed.
+    pub fn start_with(forward_interrupt: bool) -> std::io::Result<Forwarder> {
         let mut signals = Signals::new([SIGINT, SIGQUIT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
         let child = Arc::new(AtomicI32::new(0));
         let pending = Arc::new(AtomicI32::new(0));
-        let (target, held) = (Arc::clone(&child), Arc::clone(&pending));
+        let received = Arc::new(AtomicI32::new(0));
+        let (target, held, first) = (
+            Arc::clone(&child),
+            Arc::clone(&pending),
+            Arc::clone(&received),
+        );
         let thread = std::thread::spawn(move || {
             for number in signals.forever() {
-                if number == SIGINT || number == SIGQUIT {
+                if number != SIGQUIT {
+                    let _ = first.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
+                }
+                if number == SIGQUIT || (number == SIGINT && !forward_interrupt) {
                     continue;
                 }
                 match target.load(Ordering::SeqCst) {
@@ -60,6 +80,7 @@ impl Forwarder {
         });
         Ok(Forwarder {
             child,
+            received,
             pending,
             handle,
             thread: Some(thread),
@@ -75,6 +96,27 @@ impl Forwarder {
             send(pid, held);
         }
     }
+}
+
+impl Forwarder {
+    /// The first SIGINT, SIGTERM or SIGHUP caught so far.
+    pub fn received(&self) -> Option<i32> {
+        match self.received.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Forgets the child (it has exited): signals are no longer passed on, nor held.
+    pub fn clear(&self) {
+        self.child.store(0, Ordering::SeqCst);
+        self.pending.store(0, Ordering::SeqCst);
+    }
+}
+
+/// A signal's name, e.g. `SIGTERM`.
+pub fn name(number: i32) -> String {
+    Signal::try_from(number).map_or_else(|_| format!("signal {number}"), |s| s.as_str().to_string())
 }
 
 fn send(pid: i32, number: i32) {

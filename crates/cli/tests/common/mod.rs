@@ -227,6 +227,8 @@ pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
 /// them), ggml-metal device lines on stderr, and, when `FAKE_HOOK=1` and the shim variables are
 /// set, the shim's `hooked` line and status event. Each run appends `stock` or `unlocked` (and
 /// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail.
+/// With `FAKE_HANG=PATH`, the first run finishes and every later one prints a truncated `[`,
+/// writes its pid to `PATH.pid` and waits until SIGTERM, SIGINT or SIGHUP ends it.
 pub fn fake_llama_bench(dir: &Path) -> PathBuf {
     let path = dir.join("llama-bench");
     let script = r#"#!/bin/sh
@@ -242,6 +244,15 @@ while [ $# -gt 0 ]; do
 done
 if [ "$FAKE_FAIL" = 1 ]; then echo "error: failed to load model 'x.gguf'" >&2; exit 1; fi
 [ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
+if [ -n "$FAKE_HANG" ]; then
+  if [ -e "$FAKE_HANG.first" ]; then
+    trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
+    echo "["
+    echo $$ > "$FAKE_HANG.tmp"; mv "$FAKE_HANG.tmp" "$FAKE_HANG.pid"
+    while :; do sleep 0.05; done
+  fi
+  touch "$FAKE_HANG.first"
+fi
 scale=1; arm=stock
 if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then scale=10; arm=unlocked; fi
 [ -n "$FAKE_LOG" ] && echo "$arm inject=${INJECT:-none}" >> "$FAKE_LOG"
