@@ -483,3 +483,34 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
             .stderr(predicate::str::contains("changed after").not());
     }
 }
+
+#[test]
+fn a_resealed_bundle_whose_report_no_longer_matches_its_raw_data_is_refused() {
+    let s = setup();
+    let out = s.tmp.path().join("bundle");
+    s.bench(&out).env("FAKE_HOOK", "1").assert().success();
+    let sums = read(&out.join("SHA256SUMS"));
+
+    // Edit a raw sample, then regenerate SHA256SUMS the way `sha256sum` would.
+    let raw = out.join("raw/stock-r1.json");
+    let edited = read(&raw).replace("990", "500");
+    assert_ne!(edited, read(&raw));
+    std::fs::write(&raw, edited).unwrap();
+    let resealed = std::process::Command::new("sh")
+        .current_dir(&out)
+        .args([
+            "-c",
+            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
+        ])
+        .status()
+        .unwrap();
+    assert!(resealed.success());
+    assert_report_refuses(&out, "report.md does not match the raw data")
+        .stderr(predicate::str::contains("SHA256SUMS was regenerated"));
+
+    // SHA256SUMS naming files outside the bundle.
+    std::fs::write(out.join("SHA256SUMS"), format!("{sums}0000  ../outside\n")).unwrap();
+    assert_report_refuses(&out, "\"../outside\", a path outside the bundle");
+    std::fs::write(out.join("SHA256SUMS"), format!("{sums}0000  /etc/passwd\n")).unwrap();
+    assert_report_refuses(&out, "\"/etc/passwd\", a path outside the bundle");
+}

@@ -61,6 +61,16 @@ pub enum BundleError {
         /// Whether it holds an INCOMPLETE note.
         has_note: bool,
     },
+    /// The checksums hold but `report.md` is not what the raw files render to.
+    #[error(
+        "{path}: report.md does not match the raw data: re-rendering raw/ gives a different report, \
+         although every file matches {SUMS_FILE}, so {SUMS_FILE} was regenerated after files were edited; \
+         do not trust its figures: rerun `capshim bench`, or restore the bundle from its original copy"
+    )]
+    ReportMismatch {
+        /// The bundle.
+        path: PathBuf,
+    },
     /// The bundle's files do not match its `SHA256SUMS`.
     #[error(
         "{path} was changed after it was written: {}; do not trust its figures: rerun `capshim bench`, \

@@ -102,6 +102,17 @@ pub fn verify(dir: &Path) -> Result<(), BundleError> {
             problems.push(format!("{SUMS_FILE} line {} is malformed", i + 1));
             continue;
         };
+        let inside = !rel.is_empty()
+            && Path::new(rel)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            problems.push(format!(
+                "{SUMS_FILE} line {} names {rel:?}, a path outside the bundle",
+                i + 1
+            ));
+            continue;
+        }
         listed.push(rel.to_string());
         let path: PathBuf = dir.join(rel);
         match sha256_file(&path) {
@@ -182,5 +193,25 @@ mod tests {
                 .to_string()
                 .contains("INCOMPLETE note")
         );
+    }
+
+    #[test]
+    fn sums_naming_paths_outside_the_bundle_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("b");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(tmp.path().join("x"), "abc").unwrap();
+        std::fs::write(d.join("a.txt"), "abc").unwrap();
+        let sum = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let outside = tmp.path().join("x");
+        for rel in ["../x", outside.to_str().unwrap(), "./a.txt", ""] {
+            std::fs::write(d.join(SUMS_FILE), format!("{sum}  a.txt\n{sum}  {rel}\n")).unwrap();
+            let err = verify(&d).unwrap_err();
+            assert!(matches!(err, BundleError::Tampered { .. }), "{rel}: {err}");
+            assert!(
+                err.to_string().contains("a path outside the bundle"),
+                "{rel}: {err}"
+            );
+        }
     }
 }

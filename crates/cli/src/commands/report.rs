@@ -31,7 +31,8 @@ Exit codes:
   2  bad command line
   3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
      added files), or unfinished (no SHA256SUMS: the bench run that wrote it was interrupted or
-     failed; its INCOMPLETE note says why)
+     failed; its INCOMPLETE note says why), or its report.md is not what its raw files render
+     to (SHA256SUMS regenerated after an edit); SHA256SUMS naming a path outside it
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -89,6 +90,20 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         }
         bundle::verify(dir)?;
         let manifest = bundle::load::read_manifest(dir)?;
+        // The sums only prove the files are as sealed, or that someone re-sealed them: the
+        // report must also be what the raw files render to.
+        let own = analyze(&bundle::load_arms(dir, &manifest, None)?)?;
+        let rendered = Markdown.render(&own)?;
+        if std::fs::read_to_string(dir.join("report.md"))
+            .ok()
+            .as_deref()
+            != Some(rendered.as_str())
+        {
+            return Err(BundleError::ReportMismatch {
+                path: dir.to_path_buf(),
+            }
+            .into());
+        }
         let prefix = prefixed.then(|| {
             let name = dir
                 .file_name()
@@ -179,7 +194,9 @@ pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Ok(arms) => arms,
         Err(e) => {
             if let Some(
-                tampered @ (BundleError::Tampered { .. } | BundleError::Unfinished { .. }),
+                tampered @ (BundleError::Tampered { .. }
+                | BundleError::Unfinished { .. }
+                | BundleError::ReportMismatch { .. }),
             ) = e.downcast_ref::<BundleError>()
             {
                 eprintln!("capshim: error: {tampered}");
