@@ -352,6 +352,38 @@ fn aa_check_baseline_and_side_by_side_bundles() {
         "{md}"
     );
     assert!(md.contains("speedup unlocked/apple9-64k"), "{md}");
+    // The unlocked bundle has no host arm: no percent of host from aa's.
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let out = capshim()
+            .arg("report")
+            .arg(&aa)
+            .arg(&unlocked)
+            .arg("--json")
+            .args(extra)
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let plain = json(&[]);
+    for row in plain["rows"].as_array().unwrap() {
+        assert!(row["arms"]["aa/stock"]["percent_of_host"].is_number());
+        assert!(
+            row["arms"]["unlocked/apple9-64k"]["percent_of_host"].is_null(),
+            "{row}"
+        );
+        assert!(
+            row["arms"]["unlocked/stock"]["percent_of_host"].is_null(),
+            "{row}"
+        );
+    }
+    // Unless --host names it for everyone.
+    let explicit = json(&["--host", "aa/host"]);
+    for row in explicit["rows"].as_array().unwrap() {
+        assert!(
+            row["arms"]["unlocked/apple9-64k"]["percent_of_host"].is_number(),
+            "{row}"
+        );
+    }
 }
 
 #[test]

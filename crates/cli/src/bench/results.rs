@@ -40,9 +40,13 @@ pub struct ArmInput {
     pub name: String,
     /// Its role.
     pub role: Role,
-    /// Arms of one bundle share a group; an arm's speedup is against the stock arm of its own
-    /// group when there is one.
+    /// Arms of one bundle share a group; an arm is compared only with the stock and host arms
+    /// of its own group, or with a reference that applies to all (an arm without a group, or
+    /// one with `reference_for_all`).
     pub group: Option<String>,
+    /// Named explicitly with `report --stock` / `--host`: the reference of every arm, whatever
+    /// its group.
+    pub reference_for_all: bool,
     /// Its llama-bench outputs.
     pub runs: Vec<RunInput>,
     /// What ggml-metal reported in each run, when stderr was captured (bench bundles).
@@ -194,17 +198,11 @@ impl Summary {
 }
 
 /// The first llama-bench setting in which two rows differ: field, first value, other value.
-/// A field only one row has counts as `null` in the other.
+/// Only fields both rows have are compared: llama-bench builds add and drop fields.
 fn settings_difference(a: &BenchRow, b: &BenchRow) -> Option<(String, String, String)> {
     crate::llama::SETTING_FIELDS.iter().find_map(|field| {
-        let (x, y) = (a.setting(field), b.setting(field));
-        (x != y).then(|| {
-            (
-                (*field).to_string(),
-                x.unwrap_or("null").to_string(),
-                y.unwrap_or("null").to_string(),
-            )
-        })
+        let (x, y) = (a.setting(field)?, b.setting(field)?);
+        (x != y).then(|| ((*field).to_string(), x.to_string(), y.to_string()))
     })
 }
 
@@ -336,10 +334,16 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
         }
         (!m.samples.is_empty()).then_some(m)
     };
+    // Never another bundle's reference: one's own group's, else one meant for every arm.
     let reference = |arm: &ArmInput, role: Role| -> Option<&ArmInput> {
+        let global = |a: &&ArmInput| a.role == role && (a.group.is_none() || a.reference_for_all);
         arms.iter()
-            .find(|a| a.role == role && a.group == arm.group)
-            .or_else(|| arms.iter().find(|a| a.role == role))
+            .find(|a| a.role == role && a.reference_for_all)
+            .or_else(|| {
+                arms.iter()
+                    .find(|a| a.role == role && a.group.is_some() && a.group == arm.group)
+            })
+            .or_else(|| arms.iter().find(global))
     };
 
     let mut rows = Vec::new();
@@ -550,6 +554,34 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn each_bundle_is_compared_within_itself() {
+        let grouped = |name: &str, role, group: &str, v: f64| {
+            let mut a = arm(name, role, vec![vec![row("m", 512, 0, &[v])]]);
+            a.group = Some(group.into());
+            a
+        };
+        let inputs = vec![
+            grouped("a/host", Role::Host, "a", 200.0),
+            grouped("a/stock", Role::Stock, "a", 10.0),
+            grouped("b/stock", Role::Stock, "b", 20.0),
+            grouped("b/u", Role::Other, "b", 100.0),
+        ];
+        let s = analyze(&inputs).unwrap();
+        let cell = |s: &Summary, arm: &str| s.rows[0].arms.get(arm).unwrap().clone().unwrap();
+        assert_eq!(cell(&s, "a/stock").percent_of_host, Some(5.0));
+        // b has no host arm: a's is not b's reference.
+        assert_eq!(cell(&s, "b/u").percent_of_host, None);
+        assert_eq!(cell(&s, "b/stock").percent_of_host, None);
+        assert_eq!(cell(&s, "b/u").speedup_vs_stock, Some(5.0));
+        // An explicit reference (report --host a/host) applies to every arm.
+        let mut explicit = inputs.clone();
+        explicit[0].reference_for_all = true;
+        let s = analyze(&explicit).unwrap();
+        assert_eq!(cell(&s, "b/u").percent_of_host, Some(50.0));
+        assert_eq!(cell(&s, "b/u").speedup_vs_stock, Some(5.0));
+    }
+
+    #[test]
     fn rows_of_one_test_with_different_settings_are_not_pooled() {
         // `llama-bench -t 1,2` writes two pp512 rows into one file.
         let err = analyze(&[arm(
@@ -572,12 +604,12 @@ pub(crate) mod tests {
         ] {
             assert!(err.contains(part), "{part:?} missing: {err}");
         }
-        // Across two files of one arm, and a field only one row has.
+        // Across two files of one arm.
         let err = analyze(&[arm(
             "u",
             Role::Other,
             vec![
-                vec![row("m", 512, 0, &[1.0])],
+                vec![with(row("m", 512, 0, &[1.0]), "flash_attn", "false")],
                 vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")],
             ],
         )])
@@ -586,9 +618,19 @@ pub(crate) mod tests {
         assert!(
             err.contains("u-0.json")
                 && err.contains("u-1.json")
-                && err.contains("flash_attn = null"),
+                && err.contains("flash_attn = false"),
             "{err}"
         );
+        // A field only one row has (another llama-bench build) is not a difference.
+        analyze(&[arm(
+            "u",
+            Role::Other,
+            vec![
+                vec![row("m", 512, 0, &[1.0])],
+                vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")],
+            ],
+        )])
+        .unwrap();
         // Different tests may differ (llama-bench -p 512 -n 128 in one run is fine).
         analyze(&[arm(
             "u",
@@ -627,6 +669,7 @@ pub(crate) mod tests {
             name: name.into(),
             role,
             group: None,
+            reference_for_all: false,
             runs: runs
                 .into_iter()
                 .enumerate()

@@ -124,6 +124,7 @@ pub fn load_arms(
             name,
             role,
             group: prefix.map(str::to_string),
+            reference_for_all: false,
             runs,
             metal,
             activation: Activation::combine(&activations),

@@ -23,7 +23,8 @@ lacks show as `missing`.
 
 BUNDLE_DIR arguments are evidence bundles written by `capshim bench`: their SHA256SUMS is checked
 first, then they are re-rendered from their raw files; several bundles give one table, arms named
-<bundle>/<arm>, each compared with its own bundle's stock arm.
+<bundle>/<arm>, each compared only with its own bundle's stock and host arms (no percent of host
+when its bundle has no host arm), unless --stock / --host name an arm, which every arm then uses.
 
 Exit codes:
   0  the report was printed
@@ -153,6 +154,7 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
                 _ => Role::Other,
             },
             group: None,
+            reference_for_all: false,
             runs,
             metal: Vec::new(),
             activation: None,
@@ -180,6 +182,7 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         for arm in &mut arms {
             if arm.name == name {
                 arm.role = role;
+                arm.reference_for_all = true;
             } else if arm.role == role {
                 arm.role = Role::Other;
             }
