@@ -231,9 +231,26 @@ fn roles_can_be_renamed() {
             "--stock=nope",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
             "--stock \"nope\" names no arm; the arms are: x",
+        ));
+    // One arm in both roles would leave no speedup column: refused.
+    capshim()
+        .args([
+            "report",
+            &format!("--arm=s={}", a.display()),
+            &format!("--arm=u={}", a.display()),
+            "--stock",
+            "s",
+            "--host",
+            "s",
+        ])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "--stock and --host both name arm \"s\"",
         ));
 }
 
@@ -283,7 +300,7 @@ fn bad_inputs_are_clear_errors() {
     capshim()
         .args(["report", "--arm=stock"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("NAME=FILE"));
     capshim()
         .args([
@@ -296,7 +313,7 @@ fn bad_inputs_are_clear_errors() {
     capshim()
         .arg("report")
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("nothing to report"));
     capshim()
         .args(["report", "--json", "--csv", "--arm=a=b"])

@@ -13,6 +13,19 @@ use crate::llama::read_bench_file;
 
 /// Exit code for a bundle whose files do not match its SHA256SUMS.
 pub const EXIT_TAMPERED: u8 = 3;
+/// Exit code for a bad command line (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A command line that cannot work, found after clap parsed it: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
+
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(Usage(format!($($arg)*)).into())
+    };
+}
 
 const AFTER_HELP: &str = "\
 Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
@@ -29,7 +42,8 @@ when its bundle has no host arm), unless --stock / --host name an arm, which eve
 Exit codes:
   0  the report was printed
   1  error (unreadable or non-llama-bench input, models disagree within an arm, ...)
-  2  bad command line
+  2  bad command line (also: no inputs, an --arm without NAME=FILE, --stock/--host naming no arm
+     or both naming one)
   3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
      added files), or unfinished (no SHA256SUMS: the bench run that wrote it was interrupted or
      failed; its INCOMPLETE note says why), or its report.md is not what its raw files render
@@ -123,12 +137,12 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
     }
     for spec in &args.arms {
         let Some((name, files)) = spec.split_once('=') else {
-            bail!(
+            usage!(
                 "--arm {spec:?} has no `=`; write it as NAME=FILE[,FILE...], e.g. --arm stock=stock.json"
             );
         };
         if name.is_empty() || files.is_empty() {
-            bail!(
+            usage!(
                 "--arm {spec:?}: both the name and at least one file are needed, e.g. --arm stock=stock.json"
             );
         }
@@ -161,12 +175,21 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         });
     }
     if arms.is_empty() {
-        bail!(
+        usage!(
             "nothing to report: give --arm NAME=FILE for each arm, or bundle directories written by `capshim bench`"
         );
     }
     // Roles: an arm named by --stock / --host takes that role from every other arm; otherwise
     // bundles keep their recorded roles and --arm arms go by the names `stock` and `host`.
+    if let (Some(stock), Some(host)) = (&args.stock, &args.host)
+        && stock == host
+    {
+        usage!(
+            "--stock and --host both name arm {stock:?}: one arm cannot be both references (its speedup and \
+             percent of host would be against itself); name the stock arm with --stock and the bare-metal \
+             arm with --host"
+        );
+    }
     for (flag, name, role) in [
         ("--stock", args.stock.as_deref(), Role::Stock),
         ("--host", args.host.as_deref(), Role::Host),
@@ -174,7 +197,7 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         let Some(name) = name else { continue };
         if !arms.iter().any(|a| a.name == name) {
             let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
-            bail!(
+            usage!(
                 "{flag} {name:?} names no arm; the arms are: {}",
                 names.join(", ")
             );
@@ -196,6 +219,10 @@ pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let arms = match arm_inputs(&args) {
         Ok(arms) => arms,
         Err(e) => {
+            if let Some(usage) = e.downcast_ref::<Usage>() {
+                eprintln!("capshim: error: {usage}");
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
             if let Some(
                 tampered @ (BundleError::Tampered { .. }
                 | BundleError::Unfinished { .. }
