@@ -288,7 +288,58 @@ fn inputs_are_checked_before_anything_runs() {
         .code(1)
         .stderr(predicate::str::contains("model"))
         .stderr(predicate::str::contains("nope.gguf does not exist"));
+    // The attached form of -o is refused like the separate one.
+    for attached in ["-ocsv", "-ojson", "-oejsonl"] {
+        s.bench(&out)
+            .args(["--", "-t", "2", attached])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "{attached:?} after `--` is refused"
+            )));
+    }
+    // An unknown brand for --profile host names only options bench has.
+    s.bench(&out)
+        .args(["--profile", "host", "--cpu-brand", "Intel(R) Core(TM) i9"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "CPU brand \"Intel(R) Core(TM) i9\" is not a known Apple Silicon chip",
+        ))
+        .stderr(predicate::str::contains(
+            "--cpu-brand \"Apple M1 Ultra (Virtual)\"",
+        ))
+        .stderr(predicate::str::contains("--family-max").not());
+    s.bench(&out)
+        .args(["--cpu-brand", "Apple M1 Ultra (Virtual)"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "--cpu-brand only applies to --profile host",
+        ));
     assert!(!out.exists(), "no bundle is created for refused input");
+}
+
+#[test]
+fn the_host_profile_can_be_benchmarked_with_a_given_cpu_brand() {
+    let s = setup();
+    let out = s.tmp.path().join("bundle");
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .args([
+            "--profile",
+            "host",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+        ])
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    let arm = &env["arms"][1];
+    assert_eq!(arm["profile_name"], "host", "{arm}");
+    assert_eq!(arm["profile"]["apple_family_max"], 1007, "{arm}");
+    assert_eq!(arm["profile"]["max_threadgroup_memory"], 32768, "{arm}");
 }
 
 #[test]

@@ -69,18 +69,28 @@ pub const CHIPS: [(&str, i64); 5] = [
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownBrand(pub String);
 
-impl fmt::Display for UnknownBrand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl UnknownBrand {
+    /// What is wrong, without advice on options (commands differ in the options they take):
+    /// the brand and the known chips.
+    pub fn problem(&self) -> String {
         let known: Vec<String> = CHIPS
             .iter()
             .map(|(chip, _)| format!("Apple {chip}*"))
             .collect();
-        write!(
-            f,
-            "CPU brand {:?} is not a known Apple Silicon chip (known: {}); \
-             use --profile apple9-64k or give explicit values with --family-max and --threadgroup-memory",
+        format!(
+            "CPU brand {:?} is not a known Apple Silicon chip (known: {})",
             self.0,
             known.join(", ")
+        )
+    }
+}
+
+impl fmt::Display for UnknownBrand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}; use --profile apple9-64k or give explicit values with --family-max and --threadgroup-memory",
+            self.problem()
         )
     }
 }

@@ -172,13 +172,25 @@ pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
     ),
 ];
 
+/// llama-bench's output formats, which may follow `-o` / `-oe` attached.
+const OUTPUT_FORMATS: &[&str] = &["csv", "json", "jsonl", "md", "sql", "none"];
+
 /// Checks the extra llama-bench arguments given after `--`.
 ///
 /// # Errors
 /// Names the first refused option and what to do instead.
 pub fn check_extra_args(extra: &[String]) -> Result<(), RunError> {
     for arg in extra {
-        let flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
+        let mut flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
+        // The attached forms `-ocsv` and `-oejson` (but not `-ot`, override-tensor).
+        for short in ["-oe", "-o"] {
+            if let Some(format) = flag.strip_prefix(short)
+                && OUTPUT_FORMATS.contains(&format)
+            {
+                flag = short;
+                break;
+            }
+        }
         for (flags, why) in REFUSED_ARGS {
             if flags.contains(&flag) {
                 return Err(RunError::RefusedArg {
@@ -798,6 +810,9 @@ mod tests {
             "-p",
             "--n-gen",
             "-hf",
+            "-ocsv",
+            "-ojsonl",
+            "-oemd",
         ] {
             let err = check_extra_args(&["-t".into(), "2".into(), bad.into()]).unwrap_err();
             assert!(
@@ -812,6 +827,8 @@ mod tests {
             "99".into(),
             "-fa".into(),
             "on".into(),
+            "-ot".into(),
+            "exps=CPU".into(),
         ])
         .unwrap();
     }

@@ -18,7 +18,8 @@ names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A ch
 llama-bench as a fresh process (`-o json`, added by capshim), once per round; rounds alternate the
 arm order (stock, unlocked, unlocked, stock, ...) so drift hits every arm alike. The shim is
 injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an
-arm whose shim did not hook a device is an error unless --allow-inactive.
+arm whose shim did not hook a device is an error unless --allow-inactive. `--profile host` matches
+this machine's CPU brand, or the one given with --cpu-brand.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and .status.jsonl,
@@ -57,6 +58,11 @@ pub struct BenchArgs {
     /// Repeat for several arms [default: apple9-64k].
     #[arg(long = "profile", value_name = "[LABEL=]NAME")]
     pub profiles: Vec<String>,
+
+    /// The CPU brand `--profile host` arms match instead of this machine's (e.g. "Apple M1 Ultra
+    /// (Virtual)"), to benchmark `host` off a macOS guest or for another chip.
+    #[arg(long = "cpu-brand", value_name = "STRING")]
+    pub cpu_brand: Option<String>,
 
     /// llama-bench JSON from the bare-metal host (`-o json`), for percent of host.
     #[arg(long = "baseline", value_name = "HOST.json")]
@@ -132,7 +138,7 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
 }
 
-fn parse_profile(spec: &str) -> anyhow::Result<ArmPlan> {
+fn parse_profile(spec: &str, cpu_brand: Option<&str>) -> anyhow::Result<ArmPlan> {
     let (label, name) = spec.split_once('=').unwrap_or((spec, spec));
     if label.is_empty()
         || !label
@@ -144,11 +150,22 @@ fn parse_profile(spec: &str) -> anyhow::Result<ArmPlan> {
         );
     }
     let profile = if name == "host" {
-        let brand = crate::bench::environment::collect()
-            .cpu_brand
-            .unwrap_or_default();
-        let (profile, _) = capshim_profile::named::host(&brand)
-            .map_err(|e| anyhow::anyhow!("--profile {spec:?}: {e}"))?;
+        let (brand, how) = match cpu_brand {
+            Some(brand) => (brand.to_string(), "given with --cpu-brand"),
+            None => (
+                crate::bench::environment::collect()
+                    .cpu_brand
+                    .unwrap_or_default(),
+                "this machine's",
+            ),
+        };
+        let (profile, _) = capshim_profile::named::host(&brand).map_err(|e| {
+            anyhow::anyhow!(
+                "--profile {spec:?}: {} ({how}); give the host's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", \
+                 or benchmark a fixed profile such as --profile apple9-64k",
+                e.problem()
+            )
+        })?;
         Some(profile)
     } else {
         match capshim_profile::named::find(name) {
@@ -200,8 +217,17 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     } else {
         args.profiles.clone()
     };
+    if args.cpu_brand.is_some()
+        && !specs
+            .iter()
+            .any(|spec| spec.split_once('=').map_or(spec.as_str(), |(_, n)| n) == "host")
+    {
+        bail!(
+            "--cpu-brand only applies to --profile host arms; add --profile host, or drop --cpu-brand"
+        );
+    }
     for spec in &specs {
-        let arm = parse_profile(spec)?;
+        let arm = parse_profile(spec, args.cpu_brand.as_deref())?;
         let reserved = args.baseline.is_some() && arm.name == "host";
         if reserved || arms.iter().any(|a| a.name == arm.name) {
             bail!(
