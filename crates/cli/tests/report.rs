@@ -342,3 +342,30 @@ fn help_documents_exit_codes_and_examples() {
         .stdout(predicate::str::contains("130 by SIGINT, 143 by SIGTERM"))
         .stdout(predicate::str::contains("INCOMPLETE"));
 }
+
+/// The README's bench/report sections keep the claims testers checked: the A/A caveat, default
+/// bundle names, one llama.cpp build time, the interrupt behaviour.
+#[test]
+fn readme_bench_sections_state_what_bench_does() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let build_times: Vec<usize> = readme.match_indices("minutes").map(|(i, _)| i).collect();
+    assert!(!build_times.is_empty());
+    for i in build_times {
+        assert!(
+            readme[..i].ends_with("5–20 ") && readme[i..].starts_with("minutes on 2 cores"),
+            "a llama.cpp build time other than \"5–20 minutes on 2 cores\" near byte {i}"
+        );
+    }
+    for part in [
+        "capshim-bench-YYYYMMDD-HHMMSS-2",
+        "not dependable",
+        "`--rounds 4`",
+        "an `INCOMPLETE`",
+        "130 stopped by SIGINT, 143 by SIGTERM",
+        "`--cpu-brand STRING`",
+    ] {
+        assert!(readme.contains(part), "README lacks {part:?}");
+    }
+    assert!(!readme.contains("Every command that applies a profile takes the same options"));
+}

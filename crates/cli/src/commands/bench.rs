@@ -39,7 +39,7 @@ Exit codes:
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
   capshim bench -m model.gguf --baseline host.json --rounds 3 -o evidence-m1-ultra
-  capshim bench -m model.gguf --profile again=stock -r 5 -p 64 -n 16   # A/A check
+  capshim bench -m model.gguf --profile again=stock -r 5 -p 64 -n 16 --rounds 4   # A/A check
 ";
 
 /// Arguments of `capshim bench`.
@@ -99,7 +99,7 @@ pub struct BenchArgs {
     #[arg(long = "rounds", default_value_t = 2, value_name = "K")]
     pub rounds: u32,
 
-    /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC].
+    /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC, with -2, -3... appended when taken].
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
     pub output: Option<PathBuf>,
 
