@@ -298,6 +298,15 @@ fn inputs_are_checked_before_anything_runs() {
                 "{attached:?} after `--` is refused"
             )));
     }
+    // A sweep of a setting would pool several settings into one median.
+    s.bench(&out)
+        .args(["--", "-t", "1,2"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "-t 1,2 after `--` sweeps a setting",
+        ))
+        .stderr(predicate::str::contains("one value per option"));
     // An unknown brand for --profile host names only options bench has.
     s.bench(&out)
         .args(["--profile", "host", "--cpu-brand", "Intel(R) Core(TM) i9"])

@@ -35,6 +35,18 @@ pub enum RunError {
         /// Why, and what to use instead.
         why: &'static str,
     },
+    /// An extra llama-bench argument asks for a sweep of a setting.
+    #[error(
+        "the llama-bench option {option} after `--` sweeps a setting ({why}): llama-bench would run every \
+         value as the same test, and capshim refuses to pool those into one median; pass one value per \
+         option after `--` (e.g. `-- -t 8`) and run capshim bench once per setting"
+    )]
+    Sweep {
+        /// The option and its value(s) as given.
+        option: String,
+        /// What makes it a sweep.
+        why: String,
+    },
     /// The bundle could not be created or sealed.
     #[error(transparent)]
     Bundle(#[from] BundleError),
@@ -172,6 +184,67 @@ pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
     ),
 ];
 
+/// llama-bench options whose value may be a comma list (or that may be repeated) to sweep a
+/// setting: each value runs as the same test, so results of several settings share a name. The
+/// test-shaping `-d` (depth) and `-pg` are not here: they give different tests.
+const SWEEP_OPTIONS: &[&[&str]] = &[
+    &["-t", "--threads"],
+    &["-ngl", "--n-gpu-layers"],
+    &["-b", "--batch-size"],
+    &["-ub", "--ubatch-size"],
+    &["-ctk", "--cache-type-k"],
+    &["-ctv", "--cache-type-v"],
+    &["-fa", "--flash-attn"],
+    &["-sm", "--split-mode"],
+    &["-mg", "--main-gpu"],
+    &["-nkvo", "--no-kv-offload"],
+    &["-ncmoe", "--n-cpu-moe"],
+    &["-C", "--cpu-mask"],
+    &["--cpu-strict"],
+    &["--poll"],
+    &["-embd", "--embeddings"],
+    &["-ts", "--tensor-split"],
+    &["-mmp", "--mmap"],
+    &["-dio", "--direct-io"],
+    &["-nopo", "--no-op-offload"],
+    &["--no-host"],
+    &["-dev", "--device"],
+    &["-rpc", "--rpc"],
+];
+
+/// Refuses a setting swept with a comma list or by repeating its option.
+fn check_sweeps(extra: &[String]) -> Result<(), RunError> {
+    let mut seen: Vec<(&[&str], String)> = Vec::new();
+    for (i, arg) in extra.iter().enumerate() {
+        let (flag, attached) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (arg.as_str(), None),
+        };
+        let Some(names) = SWEEP_OPTIONS.iter().find(|names| names.contains(&flag)) else {
+            continue;
+        };
+        let value = attached.or_else(|| extra.get(i + 1).map(String::as_str));
+        let shown = match value {
+            Some(v) if attached.is_none() => format!("{arg} {v}"),
+            _ => arg.clone(),
+        };
+        if let Some(v) = value.filter(|v| v.contains(',')) {
+            return Err(RunError::Sweep {
+                option: shown,
+                why: format!("{v:?} is a comma list"),
+            });
+        }
+        if let Some((_, first)) = seen.iter().find(|(n, _)| n == names) {
+            return Err(RunError::Sweep {
+                option: shown,
+                why: format!("the option is given twice, first as {first}"),
+            });
+        }
+        seen.push((names, shown));
+    }
+    Ok(())
+}
+
 /// llama-bench's output formats, which may follow `-o` / `-oe` attached.
 const OUTPUT_FORMATS: &[&str] = &["csv", "json", "jsonl", "md", "sql", "none"];
 
@@ -200,7 +273,7 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), RunError> {
             }
         }
     }
-    Ok(())
+    check_sweeps(extra)
 }
 
 /// One arm to run.
@@ -830,6 +903,27 @@ mod tests {
             "-ot".into(),
             "exps=CPU".into(),
         ])
+        .unwrap();
+    }
+
+    #[test]
+    fn sweeps_after_the_double_dash_are_refused() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (bad, expected) in [
+            (args(&["-t", "1,2"]), "-t 1,2"),
+            (args(&["-ngl", "0,99"]), "-ngl 0,99"),
+            (args(&["--threads=4,8"]), "--threads=4,8"),
+            (args(&["-fa", "0,1"]), "-fa 0,1"),
+            (args(&["-t", "1", "--threads", "2"]), "first as -t 1"),
+            (args(&["-ctk", "f16", "-ctk", "q8_0"]), "given twice"),
+        ] {
+            let err = check_extra_args(&bad).unwrap_err().to_string();
+            assert!(err.contains(expected), "{bad:?}: {err}");
+            assert!(err.contains("one value per option after `--`"), "{err}");
+        }
+        check_extra_args(&args(&[
+            "-t", "8", "-ngl", "99", "-d", "0,512", "-pg", "512,128",
+        ]))
         .unwrap();
     }
 
