@@ -495,7 +495,14 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
     use nix::unistd::Pid;
     use std::time::{Duration, Instant};
 
-    for (signal, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+    use std::os::unix::process::CommandExt;
+
+    // (signal, exit code, sent to the whole process group as a terminal's Ctrl-C is)
+    for (signal, code, group) in [
+        (Signal::SIGTERM, 143, false),
+        (Signal::SIGINT, 130, false),
+        (Signal::SIGINT, 130, true),
+    ] {
         let s = setup();
         let out = s.tmp.path().join("bundle");
         let hang = s.tmp.path().join("hang");
@@ -522,6 +529,7 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
             .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
             .arg(&out);
         let mut child = cmd
+            .process_group(0)
             .env("FAKE_HANG", &hang)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -534,7 +542,8 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let llama: i32 = read(&pid_file).trim().parse().unwrap();
-        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let pid = child.id() as i32;
+        kill(Pid::from_raw(if group { -pid } else { pid }), signal).unwrap();
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;

@@ -806,9 +806,15 @@ fn run_one(
     let status = child.wait();
     signals.clear();
     let status = status.map_err(io("cannot wait for llama-bench", &plan.llama_bench))?;
-    if let Some(number) = signals.received() {
-        // Whatever llama-bench did with the signal, the run was cut short.
-        if !status.success() {
+    if !status.success() {
+        // A Ctrl-C reaches llama-bench and capshim at once: llama-bench may be gone before
+        // capshim's signal thread has noted it. Give it a moment before calling this a failure.
+        let deadline = Instant::now() + std::time::Duration::from_millis(500);
+        while signals.received().is_none() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if let Some(number) = signals.received() {
+            // Whatever llama-bench did with the signal, the run was cut short.
             return Err(interrupted(number));
         }
     }
