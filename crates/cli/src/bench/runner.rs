@@ -547,7 +547,12 @@ fn write_incomplete(dir: &Path, progress: &RunProgress, why: &RunError) -> std::
         "This bundle is unfinished: the `capshim bench` run that wrote it stopped before it sealed it.\n\
          It has no SHA256SUMS and no report; `capshim report` refuses it. Do not use its figures; rerun `capshim bench`.\n\n",
     );
-    let mut reason = why.to_string();
+    let mut reason = match why {
+        RunError::Interrupted { signal, .. } => format!(
+            "interrupted by {signal}; capshim passed it on to the running llama-bench, waited for it and started no further runs"
+        ),
+        other => other.to_string(),
+    };
     let mut source = std::error::Error::source(why);
     while let Some(cause) = source {
         let text = cause.to_string();
