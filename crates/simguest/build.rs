@@ -27,7 +27,25 @@ fn main() {
         "-Werror",
         "-fno-strict-aliasing",
     ];
-    let steps: [(&str, Vec<String>); 3] = [
+    let without_hook_point = out.join("libMetalSimWithoutHookPoint.so");
+    let steps: [(&str, Vec<String>); 4] = [
+        (
+            "libMetalSimWithoutHookPoint.so",
+            args(
+                &common,
+                &[
+                    "-DMETAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT",
+                    "-shared",
+                    "-fPIC",
+                    "-o",
+                ],
+                &without_hook_point,
+                &[
+                    objc.join("MetalSim.m").display().to_string(),
+                    "-lobjc".into(),
+                ],
+            ),
+        ),
         (
             "libMetalSim.so",
             args(

@@ -340,6 +340,38 @@ fn metal_loaded_late_with_dlopen_is_hooked() {
 }
 
 #[test]
+fn a_metal_without_the_private_hook_point_stays_stock_and_says_so() {
+    let g = guest().unwrap();
+    let dir = tempdir();
+    let status = dir.join("status.jsonl");
+    let metal = g.metal_without_hook_point.to_str().unwrap();
+    let stock = run(&g.probe_dlopen, &[], &[("SIMGUEST_METAL", metal)], false);
+    let r = run(
+        &g.probe_dlopen,
+        &[],
+        &[
+            ("SIMGUEST_METAL", metal),
+            ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+            ("CAPSHIM_STATUS_FILE", status.to_str().unwrap()),
+        ],
+        true,
+    );
+    assert_same_answers(&r, &stock, PARAVIRTUAL);
+    assert!(!r.family(PARAVIRTUAL, 1007));
+    let lines = r.capshim_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[1].starts_with("capshim: hook failed on _MTLDevice in probe-dlopen (pid ")
+            && lines[1].ends_with("): no method -initGPUFamilySupport; staying stock"),
+        "{}",
+        lines[1]
+    );
+    let events = events(&status);
+    assert_eq!(events[1]["event"], "failed");
+    assert_eq!(events[1]["class"], "_MTLDevice");
+}
+
+#[test]
 fn a_process_that_never_loads_metal_is_configured_but_never_hooked() {
     let g = guest().unwrap();
     let dir = tempdir();

@@ -11,7 +11,11 @@
 typedef long MTLGPUFamily;
 
 @interface _MTLDevice : Object
+/* Absent when built with METAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT: a Metal whose private
+ * hook point is gone, as a future macOS might ship. */
+#ifndef METAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT
 - (void)initGPUFamilySupport;
+#endif
 - (BOOL)supportsFamily:(MTLGPUFamily)family;
 - (unsigned long)maxThreadgroupMemoryLength;
 - (const char *)name;

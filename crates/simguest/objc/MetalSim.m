@@ -3,9 +3,11 @@
 #include <objc/runtime.h>
 
 @implementation _MTLDevice
+#ifndef METAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT
 - (void)initGPUFamilySupport
 {
 }
+#endif
 - (BOOL)supportsFamily:(MTLGPUFamily)family
 {
   (void)family;
@@ -95,7 +97,9 @@ MTLSimCreateDevice(const char *class_name)
   if (cls == Nil)
     return nil;
   id device = class_createInstance(cls, 0);
+#ifndef METAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT
   [device initGPUFamilySupport];
+#endif
   return device;
 }
 

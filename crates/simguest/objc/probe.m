@@ -120,10 +120,12 @@ main(int argc, char **argv)
     }
   else
     {
-      void *metal = dlopen(METAL_PATH, RTLD_NOW | RTLD_GLOBAL);
+      /* SIMGUEST_METAL picks another build of the simulated Metal library. */
+      const char *path = getenv("SIMGUEST_METAL") ? getenv("SIMGUEST_METAL") : METAL_PATH;
+      void *metal = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
       if (metal == NULL)
         {
-          fprintf(stderr, "probe: dlopen %s: %s\n", METAL_PATH, dlerror());
+          fprintf(stderr, "probe: dlopen %s: %s\n", path, dlerror());
           return 3;
         }
       create_device = (id (*)(const char *))dlsym(metal, "MTLSimCreateDevice");

@@ -24,7 +24,11 @@ pub struct Guest {
     /// The probe linked against the Metal library (Metal loaded at start).
     pub probe: PathBuf,
     /// The probe that loads the Metal library with `dlopen` after start (or never, with `--no-metal`).
+    /// `SIMGUEST_METAL=PATH` makes it load another build, such as [`Guest::metal_without_hook_point`].
     pub probe_dlopen: PathBuf,
+    /// The simulated Metal library built without `-[_MTLDevice initGPUFamilySupport]`, the
+    /// private method the shim hooks: what a macOS that dropped it would look like.
+    pub metal_without_hook_point: PathBuf,
 }
 
 /// The simulated guest, or why it is not available on this platform.
@@ -40,6 +44,7 @@ pub fn guest() -> Result<Guest, &'static str> {
         metal: dir.join("libMetalSim.so"),
         probe: dir.join("probe"),
         probe_dlopen: dir.join("probe-dlopen"),
+        metal_without_hook_point: dir.join("libMetalSimWithoutHookPoint.so"),
     })
 }
 

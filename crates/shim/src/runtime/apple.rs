@@ -35,6 +35,9 @@ pub(super) fn replace(_rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types
     true
 }
 
+/// Apple's runtime realizes classes before anyone can look them up: nothing to do.
+pub(super) fn link_classes() {}
+
 /// `object_getClass(object)`.
 ///
 /// # Safety

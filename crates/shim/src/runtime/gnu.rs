@@ -22,7 +22,19 @@ unsafe extern "C" {
     ) -> u8;
     fn method_setImplementation(method: *mut c_void, imp: usize) -> usize;
     fn class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
+    fn __objc_resolve_class_links();
     static mut _objc_load_callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
+}
+
+/// Links every loaded class to its superclass. While the GNU runtime is still loading a
+/// module (when it calls our load callback), a class's superclass field can still hold the
+/// superclass's *name*: walking the hierarchy then would read a string as a class. The
+/// runtime links classes itself at the end of loading; doing it earlier is what it does
+/// anyway, and does nothing for classes already linked.
+pub(super) fn link_classes() {
+    // SAFETY: __objc_resolve_class_links takes no arguments, takes the runtime's (recursive)
+    // lock, and only links classes whose superclass is loaded.
+    unsafe { __objc_resolve_class_links() };
 }
 
 /// Makes `class` itself answer `sel` with `imp`; see [`Runtime::replace`].

@@ -36,6 +36,9 @@ impl Runtime for ObjcRuntime {
     }
 
     fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
+        // A method the class does not define is searched for in its superclasses, whose
+        // links must be set up by then.
+        platform::link_classes();
         // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
         // pointer) and `sel` from sel_registerName; the call only searches method lists.
         let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
