@@ -164,7 +164,7 @@ capshim: active in llama-bench (pid 812): apple_family_max=1009 (Apple9) max_thr
 capshim: hooked MTLParavirtualDevice in llama-bench (pid 812)
 ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)
 ggml_metal_device_init: GPU family: MTLGPUFamilyApple9  (1009)
-ggml_metal_device_init: GPU family: MTLGPUFamilyMetal3  (5001)
+ggml_metal_device_init: GPU family: MTLGPUFamilyCommon3 (3003)
 ggml_metal_device_init: simdgroup reduction   = true
 ggml_metal_device_init: simdgroup matrix mul. = true
 ggml_metal_device_init: has unified memory    = true
