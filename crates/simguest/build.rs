@@ -1,12 +1,22 @@
-//! Compiles the simulated Metal library and the probe with GCC (`gobjc`, `libobjc-12-dev`).
+//! Compiles the simulated guest with GCC (`gobjc`, `libobjc-12-dev`): the simulated Metal
+//! library, the probe, the Apple-runtime model, a framework-Python launcher and the two
+//! fault libraries that reproduce what the Apple model must refuse.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// One gcc invocation: what it builds (for messages), its output, and its arguments.
+struct Step {
+    what: &'static str,
+    output: PathBuf,
+    args: Vec<String>,
+}
+
 fn main() {
-    println!("cargo:rerun-if-changed=objc");
-    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
-    let out = Path::new(&out);
+    for dir in ["objc", "applemodel", "faults", "launcher"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rustc-env=SIMGUEST_DIR={}", out.display());
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
         // The simulated guest exists for Linux hosts only; the crate still builds elsewhere
@@ -14,102 +24,138 @@ fn main() {
         println!("cargo:rustc-env=SIMGUEST_UNAVAILABLE=the simulated guest is built on Linux only");
         return;
     }
-    let objc = Path::new("objc");
-    let metal = out.join("libMetalSim.so");
-    let metal_path = format!("-DMETAL_PATH=\"{}\"", metal.display());
-    let rpath = format!("-Wl,-rpath,{}", out.display());
-    let common = [
-        "-x",
-        "objective-c",
-        "-std=gnu11",
-        "-O1",
-        "-Wall",
-        "-Werror",
-        "-fno-strict-aliasing",
-    ];
-    let without_hook_point = out.join("libMetalSimWithoutHookPoint.so");
-    let steps: [(&str, Vec<String>); 4] = [
-        (
-            "libMetalSimWithoutHookPoint.so",
-            args(
-                &common,
-                &[
-                    "-DMETAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT",
-                    "-shared",
-                    "-fPIC",
-                    "-o",
-                ],
-                &without_hook_point,
-                &[
-                    objc.join("MetalSim.m").display().to_string(),
-                    "-lobjc".into(),
-                ],
-            ),
-        ),
-        (
-            "libMetalSim.so",
-            args(
-                &common,
-                &["-shared", "-fPIC", "-o"],
-                &metal,
-                &[
-                    objc.join("MetalSim.m").display().to_string(),
-                    "-lobjc".into(),
-                ],
-            ),
-        ),
-        (
-            "probe",
-            args(
-                &common,
-                &["-o"],
-                &out.join("probe"),
-                &[
-                    objc.join("probe.m").display().to_string(),
-                    format!("-L{}", out.display()),
-                    "-lMetalSim".into(),
-                    rpath,
-                    "-lobjc".into(),
-                    "-lpthread".into(),
-                ],
-            ),
-        ),
-        (
-            "probe-dlopen",
-            args(
-                &common,
-                &["-DPROBE_DLOPEN", &metal_path, "-o"],
-                &out.join("probe-dlopen"),
-                &[
-                    objc.join("probe.m").display().to_string(),
-                    "-lobjc".into(),
-                    "-ldl".into(),
-                    "-lpthread".into(),
-                ],
-            ),
-        ),
-    ];
-    for (what, argv) in steps {
-        let status = Command::new("gcc").args(&argv).status();
+    let python = out.join("Python.framework/Versions/3.12");
+    for dir in [
+        python.join("bin"),
+        python.join("Resources/Python.app/Contents/MacOS"),
+    ] {
+        std::fs::create_dir_all(&dir).expect("creating the simulated Python framework");
+    }
+    for step in steps(&out, &python) {
+        let status = Command::new("gcc").args(&step.args).status();
         match status {
             Ok(s) if s.success() => {}
             Ok(s) => panic!(
-                "building the simulated guest's {what} with gcc failed ({s}); \
-                 install GCC's Objective-C support: apt-get install gobjc libobjc-12-dev"
+                "building the simulated guest's {} ({}) with gcc failed ({s}); \
+                 install GCC's Objective-C support: apt-get install gobjc libobjc-12-dev",
+                step.what,
+                step.output.display()
             ),
             Err(e) => panic!(
-                "cannot run gcc to build the simulated guest's {what}: {e}; apt-get install gcc gobjc"
+                "cannot run gcc to build the simulated guest's {}: {e}; apt-get install gcc gobjc",
+                step.what
             ),
         }
     }
 }
 
-fn args(common: &[&str], flags: &[&str], output: &Path, rest: &[String]) -> Vec<String> {
-    common
+fn steps(out: &Path, python: &Path) -> Vec<Step> {
+    let objc = ["-x", "objective-c", "-std=gnu11"];
+    let c = ["-x", "c", "-std=gnu11"];
+    let metal = out.join("libMetalSim.so");
+    let metal_path = format!("-DMETAL_PATH=\"{}\"", metal.display());
+    let rpath = format!("-Wl,-rpath,{}", out.display());
+    let link_metal = format!("-L{}", out.display());
+    let probe_dlopen = |what, output: PathBuf| {
+        step(
+            what,
+            output,
+            &objc,
+            &["-DPROBE_DLOPEN", &metal_path],
+            &["objc/probe.m", "-lobjc", "-ldl", "-lpthread"],
+        )
+    };
+    vec![
+        step(
+            "Metal without its hook point",
+            out.join("libMetalSimWithoutHookPoint.so"),
+            &objc,
+            &[
+                "-DMETAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT",
+                "-shared",
+                "-fPIC",
+            ],
+            &["objc/MetalSim.m", "-lobjc"],
+        ),
+        step(
+            "Metal",
+            metal.clone(),
+            &objc,
+            &["-shared", "-fPIC"],
+            &["objc/MetalSim.m", "-lobjc"],
+        ),
+        step(
+            "probe",
+            out.join("probe"),
+            &objc,
+            &[],
+            &[
+                "objc/probe.m",
+                &link_metal,
+                "-lMetalSim",
+                &rpath,
+                "-lobjc",
+                "-lpthread",
+            ],
+        ),
+        probe_dlopen("dlopen probe", out.join("probe-dlopen")),
+        probe_dlopen(
+            "framework Python's interpreter",
+            python.join("Resources/Python.app/Contents/MacOS/Python"),
+        ),
+        step(
+            "framework Python's launcher",
+            python.join("bin/python3.12"),
+            &c,
+            &[],
+            &["launcher/pythonw.c"],
+        ),
+        step(
+            "Apple-runtime model",
+            out.join("libapplemodel.so"),
+            &c,
+            &["-shared", "-fPIC", "-pthread"],
+            &[
+                "applemodel/lock.c",
+                "applemodel/runtime.c",
+                "applemodel/images.c",
+                "applemodel/initialize.c",
+                "-lobjc",
+                "-ldl",
+            ],
+        ),
+        step(
+            "load-image lookup fault",
+            out.join("libfault_load_image_lookup.so"),
+            &c,
+            &["-shared", "-fPIC"],
+            &["faults/load_image_lookup.c"],
+        ),
+        step(
+            "add-image lookup fault",
+            out.join("libfault_add_image_lookup.so"),
+            &c,
+            &["-shared", "-fPIC"],
+            &["faults/add_image_lookup.c"],
+        ),
+    ]
+}
+
+fn step(
+    what: &'static str,
+    output: PathBuf,
+    language: &[&str],
+    flags: &[&str],
+    inputs: &[&str],
+) -> Step {
+    let common = ["-O1", "-Wall", "-Werror", "-fno-strict-aliasing"];
+    let args = language
         .iter()
+        .chain(&common)
         .chain(flags)
         .map(|s| s.to_string())
-        .chain([output.display().to_string()])
-        .chain(rest.iter().cloned())
-        .collect()
+        .chain(["-o".to_string(), output.display().to_string()])
+        .chain(inputs.iter().map(|s| s.to_string()))
+        .collect();
+    Step { what, output, args }
 }

@@ -518,7 +518,8 @@ mod tests {
     /// Names declared in the `#[link(name = "objc")]` extern blocks of `source`.
     fn objc_imports(source: &str) -> Vec<String> {
         let mut names = Vec::new();
-        for block in source.split("#[link(name = \"objc\")]").skip(1) {
+        // `#[link(name = "objc")]`, or `#[cfg_attr(target_vendor = "apple", link(name = "objc"))]`.
+        for block in source.split("link(name = \"objc\")").skip(1) {
             let body = &block[..block.find("\n}").unwrap_or(block.len())];
             for part in body.split("fn ").skip(1) {
                 let name: String = part

@@ -66,7 +66,7 @@ fn run(args: &[&str]) -> Outcome {
     }
 }
 
-const PV: &str = "MTLParavirtualDevice";
+const PV: &str = capshim_simguest::PARAVIRTUAL;
 
 #[test]
 fn unlocked_and_stock_answers_differ_as_explain_predicts() {
@@ -170,9 +170,15 @@ fn scope_process_leaves_the_child_stock_and_keeps_other_preloads() {
         "true",
         "the process itself is unlocked"
     );
-    // The shim took itself out of the variable at start (scope=process), keeping the
-    // preload that was there before `capshim run` appended it.
-    assert_eq!(runs[0]["env.LD_PRELOAD"], g.metal.display().to_string());
+    // The shim keeps itself in the variable until it has hooked a device (so that a same-pid
+    // re-exec keeps it), then takes itself out, keeping the preload that was there before
+    // `capshim run` appended it.
+    assert!(
+        runs[0]["env.LD_PRELOAD"].starts_with(&g.metal.display().to_string())
+            && runs[0]["env.LD_PRELOAD"].ends_with("libcapshim.so"),
+        "{}",
+        runs[0]["env.LD_PRELOAD"]
+    );
     assert_eq!(
         runs[1][&format!("{PV}.llama.simdgroup_mm")],
         "false",

@@ -56,6 +56,12 @@ pub const STATUS_FILE: Var = Var {
     alias: None,
 };
 
+/// Set by the shim itself, not by users: the pid it first activated in when it is limited to
+/// one process (`CAPSHIM_SCOPE=process` or `CAPSHIM_ONLY_PROCESS`), so that an image the
+/// process replaces itself with (a framework Python's launcher re-executing the interpreter)
+/// counts as the same process and a child as another one. Launchers must not pass it on.
+pub const OWNER_PID: &str = "CAPSHIM_OWNER_PID";
+
 /// Every variable the shim reads, in the order the README lists them.
 pub const ALL: [Var; 7] = [
     FAMILY_MAX,

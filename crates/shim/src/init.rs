@@ -5,6 +5,7 @@ use std::panic::catch_unwind;
 
 use capshim_profile::{ConfigError, Scope, env};
 
+use crate::scope::Lineage;
 use crate::{hook, report, scope};
 
 // Registered in the platform's initializer section so the loader runs it when the library is
@@ -72,13 +73,32 @@ fn start() {
         }
         Err(error) => return report::inactive(&error.to_string(), true),
     };
+    let lineage = scope::current_lineage();
+    if config.scope == Scope::Process
+        && let Lineage::Child(owner) = lineage
+    {
+        // Started by the owner before it hooked a device: stay stock, quietly (a shell or
+        // tool the workload runs is not the workload), and keep our own children clean.
+        let reason = format!(
+            "{}=process: started by pid {owner} before it hooked a device, so this child stays stock",
+            env::SCOPE.primary
+        );
+        report::inactive(&reason, false);
+        if let Err(why) = scope::detach() {
+            report::failed("environment", why);
+        }
+        return;
+    }
     if let Some(only) = &config.only_process {
-        // Either name counts: the real executable's, or the one it was started as.
+        // Either name counts: the real executable's, or the one it was started as; and an
+        // image this very process replaced itself with (a framework Python's interpreter
+        // after its launcher matched) is the process that matched.
         let invoked = invoked_name();
         let matches = only.as_slice() == process.as_bytes()
             || invoked
                 .as_deref()
-                .is_some_and(|name| only.as_slice() == name.as_bytes());
+                .is_some_and(|name| only.as_slice() == name.as_bytes())
+            || lineage == Lineage::SameProcess;
         if !matches {
             let reason = format!(
                 "{}=\"{}\" does not match this process ({process})",
@@ -89,11 +109,25 @@ fn start() {
         }
     }
     report::active(&config.profile, config.scope);
-    if config.scope == Scope::Process
-        && let Err(reason) = scope::detach()
+    let limited = config.scope == Scope::Process || config.only_process.is_some();
+    if limited
+        && lineage != Lineage::SameProcess
+        && let Err(why) = scope::mark_owner()
     {
-        // Children would inherit the shim; say so rather than pretend otherwise.
-        report::failed("environment", reason);
+        report::failed("environment", why);
     }
-    hook::arm(config.profile);
+    let after_first_hook: Option<fn()> = match config.scope {
+        Scope::Process => Some(release_environment),
+        Scope::Children => None,
+    };
+    hook::arm(config.profile, after_first_hook);
+}
+
+/// `CAPSHIM_SCOPE=process`, once a device is hooked: children started from now on are not
+/// injected at all.
+fn release_environment() {
+    if let Err(why) = scope::release() {
+        // Children would inherit the shim; say so rather than pretend otherwise.
+        report::failed("environment", why);
+    }
 }

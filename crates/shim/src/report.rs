@@ -15,7 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use capshim_profile::{LogMode, Outputs, Profile, Scope};
 
-use crate::hook::Query;
+use crate::query::Query;
 use crate::runtime::{Class, Native, Runtime};
 
 struct Reporter {
@@ -148,7 +148,7 @@ pub fn query(class: Class, query: Query, argument: i64, original: u64, returned:
     if reporter.log < LogMode::Queries {
         return;
     }
-    let key = (class.0 as usize, query as u8, argument);
+    let key = (class.addr(), query as u8, argument);
     let first_over_limit = {
         let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let len = seen.len;
@@ -299,9 +299,9 @@ mod tests {
         };
         let p = Profile::new(1009, 65536, None).unwrap();
         assert_eq!(
-            event_json(&r, "hooked", None, Some("MTLParavirtualDevice"), Some(&p)),
+            event_json(&r, "hooked", None, Some("AppleParavirtDevice"), Some(&p)),
             "{\"pid\":42,\"process\":\"llama \\\"bench\\\"\",\"event\":\"hooked\",\"reason\":null,\
-             \"class\":\"MTLParavirtualDevice\",\"profile\":{\"apple_family_max\":1009,\
+             \"class\":\"AppleParavirtDevice\",\"profile\":{\"apple_family_max\":1009,\
              \"max_threadgroup_memory\":65536,\"recommended_working_set_size\":null}}\n"
         );
         assert_eq!(

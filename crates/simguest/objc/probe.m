@@ -1,7 +1,10 @@
 /* Prints what a Metal device answers, and what llama.cpp's ggml-metal would
  * decide from it, one `key=value` line each, keys prefixed by the device class.
  *
- *   probe [--class NAME]... [--threads N] [--no-device] [--no-metal] [--then CMD]
+ *   probe [--class NAME]... [--threads N] [--no-device] [--no-metal] [--before CMD] [--then CMD]
+ *
+ * --before runs CMD (with system()) before Metal is used, --then after every device was
+ * created and asked; each fails the probe (exit 4) when CMD fails.
  *
  * Built twice: linked against libMetalSim (Metal loaded at start, as a Metal
  * app is), and with PROBE_DLOPEN (Metal loaded late with dlopen, as Python
@@ -41,11 +44,12 @@ print_device(const char *class_name)
       printf("%s.family.%ld=%s\n", class_name, families[i], yes[i] ? "true" : "false");
     }
   printf("%s.name=%s\n", class_name, [device name]);
+  printf("%s.metal.bf16_emulation=%s\n", class_name,
+         [device requiresBFloat16Emulation] ? "true" : "false");
   printf("%s.max_threadgroup_memory=%lu\n", class_name, [device maxThreadgroupMemoryLength]);
-  if (class_respondsToSelector(object_getClass(device), @selector(recommendedMaxWorkingSetSize)))
-    printf("%s.recommended_working_set_size=%llu\n", class_name,
-           [(MTLParavirtualDevice *)device recommendedMaxWorkingSetSize]);
-  /* ggml_metal_device_init's gates (DESIGN.md section 1). */
+  printf("%s.recommended_working_set_size=%llu\n", class_name,
+         [device recommendedMaxWorkingSetSize]);
+  /* ggml_metal_device_init's gates (docs/profiles.md, "llama.cpp"). */
   BOOL apple6 = [device supportsFamily:1006], apple7 = [device supportsFamily:1007];
   BOOL metal3 = [device supportsFamily:5001], metal4 = [device supportsFamily:5002];
   BOOL tensor = metal4;
@@ -75,6 +79,16 @@ thread_main(void *arg)
   return NULL;
 }
 
+/* Runs CMD with system(), flushing what was printed before and after. */
+static int
+run(const char *cmd)
+{
+  fflush(stdout);
+  int status = system(cmd);
+  fflush(stdout);
+  return status;
+}
+
 static void
 print_env(const char *name)
 {
@@ -87,7 +101,7 @@ main(int argc, char **argv)
 {
   const char *classes[16];
   int n_classes = 0, threads = 0, no_device = 0, no_metal = 0;
-  const char *then = NULL;
+  const char *then = NULL, *before = NULL;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp(argv[i], "--class") && i + 1 < argc && n_classes < 16)
@@ -96,6 +110,8 @@ main(int argc, char **argv)
         threads = atoi(argv[++i]);
       else if (!strcmp(argv[i], "--then") && i + 1 < argc)
         then = argv[++i];
+      else if (!strcmp(argv[i], "--before") && i + 1 < argc)
+        before = argv[++i];
       else if (!strcmp(argv[i], "--no-device"))
         no_device = 1;
       else if (!strcmp(argv[i], "--no-metal"))
@@ -107,10 +123,18 @@ main(int argc, char **argv)
         }
     }
   if (n_classes == 0)
-    classes[n_classes++] = "MTLParavirtualDevice";
+    classes[n_classes++] = "AppleParavirtDevice";
   printf("pid=%d\n", (int)getpid());
   print_env("LD_PRELOAD");
   print_env("CAPSHIM_APPLE_FAMILY_MAX");
+  fflush(stdout);
+  if (before != NULL)
+    {
+      if (run(before) != 0)
+        return 4;
+      /* A new block, so that what follows is not read as the child's. */
+      printf("pid=%d\n", (int)getpid());
+    }
 #ifdef PROBE_DLOPEN
   if (no_metal)
     {
@@ -159,12 +183,7 @@ main(int argc, char **argv)
     for (int i = 0; i < n_classes; i++)
       print_device(classes[i]);
   fflush(stdout);
-  if (then != NULL)
-    {
-      int status = system(then);
-      fflush(stdout);
-      if (status != 0)
-        return 4;
-    }
+  if (then != NULL && run(then) != 0)
+    return 4;
   return 0;
 }

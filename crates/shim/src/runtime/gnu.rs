@@ -1,16 +1,22 @@
-//! GCC's GNU Objective-C runtime (`libobjc.so`), used on Linux to test the shim
-//! against a real runtime and a simulated Metal library.
+//! GCC's GNU Objective-C runtime (`libobjc.so`): what differs from Apple's.
 //!
-//! Differences from Apple's runtime that matter here: `object_getClass` is an
-//! inline function in the headers (an object's class is its first word,
-//! `class_pointer`), and loading is observed through the `_objc_load_callback`
-//! hook, which `__objc_exec_class` calls for every class it loads.
+//! Used on Linux to test the shim on a real runtime and a simulated Metal library. GCC's
+//! runtime is more forgiving than Apple's (its lock is recursive), so the Apple path is tested
+//! separately, against a model of Apple's semantics (the `apple-model` feature).
+//!
+//! Differences that matter here: `object_getClass` is an inline function in the headers (an
+//! object's class is its first word, `class_pointer`), loading is observed through the
+//! `_objc_load_callback` hook, which `__objc_exec_class` calls for every class it loads, and
+//! `class_replaceMethod` on an inherited method changes the superclass's method.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
 
-use super::objc::{ObjcRuntime, class_getInstanceMethod};
-use super::{Class, Imp, Runtime, Sel, Types};
+use super::objc::{ObjcRuntime, class_getInstanceMethod, class_name_is};
+use super::{Class, Imp, Runtime, Sel, Types, Watch, WatchUnavailable};
+
+/// Which runtime this module calls.
+pub(super) const KIND: &str = "gnu";
 
 #[link(name = "objc")]
 unsafe extern "C" {
@@ -38,7 +44,16 @@ pub(super) fn link_classes() {
 }
 
 /// Makes `class` itself answer `sel` with `imp`; see [`Runtime::replace`].
-pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+///
+/// # Safety
+/// As [`Runtime::replace`]: `imp` has the signature `types` describes.
+pub(super) unsafe fn replace(
+    rt: &ObjcRuntime,
+    class: Class,
+    sel: Sel,
+    imp: Imp,
+    types: Types,
+) -> bool {
     // The GNU runtime builds dispatch tables lazily, and until a class has its own, it
     // shares one placeholder table with every other such class; an update made then can
     // reach that shared table and so other classes (seen with a device subclass whose
@@ -49,7 +64,7 @@ pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types:
         // SAFETY: `current` is `class` or one of its superclasses, from the runtime;
         // class_respondsToSelector installs the class's dispatch table under the runtime
         // lock and only reads otherwise.
-        unsafe { class_respondsToSelector(current.0, sel.0) };
+        unsafe { class_respondsToSelector(current.as_ptr(), sel.as_ptr()) };
         chain = rt.superclass(current);
     }
     // GNU's class_replaceMethod finds the method through the class hierarchy and so,
@@ -58,24 +73,24 @@ pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types:
     // change the class's own method, or add one when it only inherits it.
     // SAFETY: `class` and `sel` came from the runtime; class_getInstanceMethod only
     // searches method lists.
-    let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
+    let method = unsafe { class_getInstanceMethod(class.as_ptr(), sel.as_ptr()) };
     let inherited = match rt.superclass(class) {
-        // SAFETY: as above, for the superclass the runtime returned.
         Some(superclass) => {
-            !method.is_null() && method == unsafe { class_getInstanceMethod(superclass.0, sel.0) }
+            // SAFETY: as above, for the superclass the runtime returned.
+            let inherited = unsafe { class_getInstanceMethod(superclass.as_ptr(), sel.as_ptr()) };
+            !method.is_null() && method == inherited
         }
         None => false,
     };
     if method.is_null() || inherited {
-        // SAFETY: `imp` is one of our `extern "C"` implementations (or an original we saved)
-        // with the signature `types` describes; `types` is the runtime's own copy of the
-        // replaced method's encoding. class_addMethod copies what it needs and updates the
-        // dispatch tables of the class and its subclasses.
-        unsafe { class_addMethod(class.0, sel.0, imp.0, types.as_ptr()) != 0 }
+        // SAFETY: the caller guarantees `imp` has the signature `types` describes; `types` is
+        // the runtime's own copy of the replaced method's encoding. class_addMethod copies what
+        // it needs and updates the dispatch tables of the class and its subclasses.
+        unsafe { class_addMethod(class.as_ptr(), sel.as_ptr(), imp.0, types.as_ptr()) != 0 }
     } else {
-        // SAFETY: `method` is the class's own Method, just returned by the runtime; `imp`
-        // has the signature of the implementation it replaces. method_setImplementation
-        // updates the dispatch tables under the runtime lock.
+        // SAFETY: `method` is the class's own Method, just returned by the runtime; the caller
+        // guarantees `imp` has its signature. method_setImplementation updates the dispatch
+        // tables under the runtime lock.
         unsafe { method_setImplementation(method, imp.0) };
         true
     }
@@ -85,14 +100,13 @@ pub(super) fn replace(rt: &ObjcRuntime, class: Class, sel: Sel, imp: Imp, types:
 ///
 /// # Safety
 /// `object` must be a valid, non-null Objective-C object pointer.
-pub unsafe fn object_class(object: *mut c_void) -> Option<Class> {
+pub(super) unsafe fn object_class(object: *mut c_void) -> Option<Class> {
     // SAFETY: the caller guarantees `object` is a live object, whose first word is its
     // `class_pointer` in the GNU runtime's object layout.
-    let class = unsafe { *(object as *const *mut c_void) };
-    (!class.is_null()).then_some(Class(class))
+    Class::from_runtime(unsafe { *(object as *const *mut c_void) })
 }
 
-static LOADED: OnceLock<fn()> = OnceLock::new();
+static WATCHED: OnceLock<Watch> = OnceLock::new();
 static PREVIOUS: OnceLock<Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>> = OnceLock::new();
 
 unsafe extern "C" fn class_loaded(class: *mut c_void, category: *mut c_void) {
@@ -101,18 +115,25 @@ unsafe extern "C" fn class_loaded(class: *mut c_void, category: *mut c_void) {
         // was installed before ours, as the runtime itself would have.
         unsafe { previous(class, category) };
     }
-    if category.is_null()
-        && let Some(callback) = LOADED.get()
+    let Some(&(name, callback)) = WATCHED.get() else {
+        return;
+    };
+    if let Some(class) = Class::from_runtime(class).filter(|_| category.is_null())
+        && class_name_is(class, name)
     {
         // A panic must not unwind into the runtime's C frames.
-        let _ = std::panic::catch_unwind(callback);
+        let _ = std::panic::catch_unwind(|| callback(class));
     }
 }
 
-/// Chains [`class_loaded`] into `_objc_load_callback`. Only the first call registers.
-pub fn on_classes_loaded(callback: fn()) {
-    if LOADED.set(callback).is_err() {
-        return;
+/// Calls `callback` with the class named `name` when GCC's runtime loads it, by chaining into
+/// `_objc_load_callback`. Only the first call registers.
+pub(super) fn watch_for_class(
+    name: &'static CStr,
+    callback: fn(Class),
+) -> Result<(), WatchUnavailable> {
+    if WATCHED.set((name, callback)).is_err() {
+        return Ok(());
     }
     // SAFETY: `_objc_load_callback` is a plain function-pointer variable of libobjc. We read
     // and write it once, from the shim's initializer, before any code of ours could have
@@ -122,4 +143,5 @@ pub fn on_classes_loaded(callback: fn()) {
         let _ = PREVIOUS.set(slot.read());
         slot.write(Some(class_loaded));
     }
+    Ok(())
 }

@@ -1,36 +1,80 @@
 //! The few Objective-C runtime calls the hook needs, behind one small interface.
 //!
-//! The C API both runtimes share is declared once (`objc.rs`); what differs lives in
-//! one module per runtime: `apple` (macOS, `libobjc.A.dylib`) and `gnu` (GCC's libobjc on
-//! Linux, used to test the shim on a real runtime). The hook
-//! logic in [`crate::hook`] is plain Rust over the [`Runtime`] trait, so its
-//! all-or-nothing installation is also unit-tested against a fake runtime.
+//! The C API both runtimes share is declared once (`objc.rs`); what differs lives in one
+//! module per runtime: `apple` (Apple's `libobjc.A.dylib` on macOS, and on Linux with the
+//! `apple-model` feature, against a preloaded model of Apple's semantics) and `gnu` (GCC's
+//! libobjc on Linux, a real runtime that is more forgiving than Apple's). The hook logic in
+//! [`crate::hook`] is plain Rust over the [`Runtime`] trait, so its all-or-nothing
+//! installation is also unit-tested against a fake runtime.
+//!
+//! What each Apple runtime function does, and under which lock, is recorded with its objc4
+//! source in docs/apple-runtime.md.
 
 use std::ffi::{CStr, c_char, c_void};
 
-#[cfg(target_vendor = "apple")]
-pub mod apple;
-#[cfg(not(target_vendor = "apple"))]
-pub mod gnu;
+#[cfg(any(target_vendor = "apple", feature = "apple-model"))]
+mod apple;
+#[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
+mod gnu;
 mod objc;
 
-#[cfg(target_vendor = "apple")]
+#[cfg(any(target_vendor = "apple", feature = "apple-model"))]
 use apple as platform;
-#[cfg(not(target_vendor = "apple"))]
+#[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
 use gnu as platform;
 
-/// The runtime of this process (Apple's on macOS, GCC's GNU runtime elsewhere).
+/// The runtime of this process (Apple's, or GCC's GNU runtime).
 pub use objc::ObjcRuntime as Native;
 
-/// An Objective-C class pointer (`Class`), never null.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Class(pub *mut c_void);
+/// Which runtime this build of the shim calls: `"apple"` or `"gnu"`.
+pub const KIND: &str = platform::KIND;
 
-/// An interned selector (`SEL`).
+/// An Objective-C class pointer (`Class`), never null. Only the runtime modules make one
+/// from a pointer, so a `Class` always came from the runtime.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Sel(pub *const c_void);
+pub struct Class(*mut c_void);
+
+impl Class {
+    /// Wraps a class pointer the runtime returned; `None` when null.
+    pub(crate) fn from_runtime(class: *mut c_void) -> Option<Class> {
+        (!class.is_null()).then_some(Class(class))
+    }
+
+    /// The raw pointer, for passing back to the runtime.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0
+    }
+
+    /// The pointer as an address, for lock-free tables.
+    pub fn addr(self) -> usize {
+        self.0 as usize
+    }
+
+    /// A stand-in class for tests of the hook logic against a fake runtime.
+    #[cfg(test)]
+    pub(crate) fn fake(addr: usize) -> Class {
+        Class(addr as *mut c_void)
+    }
+}
+
+/// An interned selector (`SEL`). Only the runtime modules make one.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sel(*const c_void);
+
+impl Sel {
+    /// The raw pointer, for passing back to the runtime.
+    pub fn as_ptr(self) -> *const c_void {
+        self.0
+    }
+
+    /// A stand-in selector for tests of the hook logic against a fake runtime.
+    #[cfg(test)]
+    pub(crate) fn fake(name: &'static CStr) -> Sel {
+        Sel(name.as_ptr().cast())
+    }
+}
 
 /// A method implementation (`IMP`), as an address. Zero means "none".
 #[repr(transparent)]
@@ -39,7 +83,7 @@ pub struct Imp(pub usize);
 
 /// A method's Objective-C type encoding, owned by the runtime (or static). Only the
 /// runtime modules and [`Types::from_static`] make one, so a `Types` always points at a
-/// valid NUL-terminated string.
+/// valid NUL-terminated string that lives as long as the method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Types(*const c_char);
 
@@ -52,6 +96,14 @@ impl Types {
     /// The raw pointer, for passing back to the runtime.
     pub fn as_ptr(self) -> *const c_char {
         self.0
+    }
+
+    /// The encoding's bytes, without the terminating NUL.
+    pub fn to_bytes(&self) -> &[u8] {
+        // SAFETY: a `Types` is only made from a static C string or from a non-null encoding
+        // the runtime returned for a method, which is NUL-terminated and never freed while
+        // the method's class is loaded (classes are never unloaded once Metal uses them).
+        unsafe { CStr::from_ptr(self.0) }.to_bytes()
     }
 
     /// Wraps a pointer the runtime returned; `None` when null.
@@ -70,10 +122,12 @@ pub struct Resolved {
     pub types: Types,
 }
 
-/// The runtime operations the hook uses. Implementations must be callable from any thread.
+/// The runtime operations the hook uses. Implementations must be callable from any thread,
+/// and only from code the runtime does not run under its own lock (see docs/apple-runtime.md:
+/// Apple's runtime lock is not recursive).
 pub trait Runtime {
-    /// `objc_lookUpClass`: the class named `name`, if it is loaded. Never triggers a
-    /// class-loading handler.
+    /// `objc_lookUpClass`: the class named `name`, if it is loaded. Realizes the class but
+    /// sends no `+initialize` and calls no class handler.
     fn look_up_class(&self, name: &CStr) -> Option<Class>;
     /// `sel_registerName`.
     fn selector(&self, name: &CStr) -> Sel;
@@ -82,7 +136,12 @@ pub trait Runtime {
     fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved>;
     /// `class_replaceMethod`: makes `class` itself answer `sel` with `imp` (adding an override
     /// when the method was inherited). Returns false when the runtime refused.
-    fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool;
+    ///
+    /// # Safety
+    /// `imp` must be a function with the C signature that `types` describes for `sel`, and
+    /// must stay valid for the life of the process: every later message to an instance of
+    /// `class` (or a subclass that inherits it) calls it.
+    unsafe fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool;
     /// `class_getName`.
     fn class_name(&self, class: Class) -> String;
     /// `class_getSuperclass`; `None` at a root class.
@@ -99,9 +158,24 @@ pub unsafe fn object_class(object: *mut c_void) -> Option<Class> {
     unsafe { platform::object_class(object) }
 }
 
-/// Asks the runtime to call `callback` whenever new Objective-C classes are loaded
-/// (a new image on macOS, each class on the GNU runtime), so the hook can be
-/// installed when Metal is loaded late. Calls may come from any thread.
-pub fn on_classes_loaded(callback: fn()) {
-    platform::on_classes_loaded(callback);
+/// A class name to watch for and what to call with the class: [`watch_for_class`]'s arguments,
+/// kept by the runtime module that calls back.
+type Watch = (&'static CStr, fn(Class));
+
+/// Why the runtime cannot report a class that appears later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchUnavailable(pub &'static str);
+
+/// Asks the runtime to call `callback` with the class named `name` when it appears, from a
+/// context where the runtime may be called (never under the runtime's lock), so the hook can
+/// be installed when Metal is loaded after the shim (Python importing MLX). Apple: just before
+/// the class's `+initialize` (`_objc_addWillInitializeClassFunc`), or at once if it was already
+/// initialized; GNU: when the class is loaded (`_objc_load_callback`). Calls may come from any
+/// thread, and more than once.
+///
+/// # Errors
+/// [`WatchUnavailable`] when this runtime has no such notification (Apple's runtime before
+/// macOS 10.15); a Metal loaded later then stays stock.
+pub fn watch_for_class(name: &'static CStr, callback: fn(Class)) -> Result<(), WatchUnavailable> {
+    platform::watch_for_class(name, callback)
 }

@@ -22,12 +22,23 @@ unsafe extern "C" {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ObjcRuntime;
 
+/// Whether `class` is named `name`, without allocating (called for every class the process
+/// initializes on Apple's runtime).
+pub(super) fn class_name_is(class: Class, name: &CStr) -> bool {
+    // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated name,
+    // which lives as long as the class (objc4: takes no lock for a realized non-Swift class,
+    // at most the demangling lock otherwise).
+    let actual = unsafe { class_getName(class.as_ptr()) };
+    // SAFETY: checked non-null; NUL-terminated as above.
+    !actual.is_null() && unsafe { CStr::from_ptr(actual) } == name
+}
+
 impl Runtime for ObjcRuntime {
     fn look_up_class(&self, name: &CStr) -> Option<Class> {
-        // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass only reads the
-        // class table under the runtime's lock and returns Nil when the class is absent.
-        let class = unsafe { objc_lookUpClass(name.as_ptr()) };
-        (!class.is_null()).then_some(Class(class))
+        // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass takes the runtime
+        // lock itself, so it must not be called under it (we never are), and returns Nil
+        // when the class is absent.
+        Class::from_runtime(unsafe { objc_lookUpClass(name.as_ptr()) })
     }
 
     fn selector(&self, name: &CStr) -> Sel {
@@ -40,13 +51,14 @@ impl Runtime for ObjcRuntime {
         // links must be set up by then.
         platform::link_classes();
         // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
-        // pointer) and `sel` from sel_registerName; the call only searches method lists.
-        let method = unsafe { class_getInstanceMethod(class.0, sel.0) };
+        // pointer) and `sel` from sel_registerName; the call searches method lists under the
+        // runtime lock, which we do not hold.
+        let method = unsafe { class_getInstanceMethod(class.as_ptr(), sel.as_ptr()) };
         if method.is_null() {
             return None;
         }
         // SAFETY: `method` is the non-null Method the runtime just returned; methods are
-        // never freed while their class is loaded.
+        // never freed while their class is loaded, and these two calls take no lock.
         let (imp, types) = unsafe {
             (
                 method_getImplementation(method),
@@ -60,14 +72,15 @@ impl Runtime for ObjcRuntime {
         })
     }
 
-    fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
-        imp.0 != 0 && platform::replace(self, class, sel, imp, types)
+    unsafe fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+        // SAFETY: forwarded from the caller: `imp` has the signature `types` describes.
+        imp.0 != 0 && unsafe { platform::replace(self, class, sel, imp, types) }
     }
 
     fn class_name(&self, class: Class) -> String {
         // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated
         // name, which lives as long as the class.
-        let name = unsafe { class_getName(class.0) };
+        let name = unsafe { class_getName(class.as_ptr()) };
         if name.is_null() {
             return String::from("?");
         }
@@ -79,7 +92,6 @@ impl Runtime for ObjcRuntime {
 
     fn superclass(&self, class: Class) -> Option<Class> {
         // SAFETY: `class` came from the runtime; class_getSuperclass only reads it.
-        let superclass = unsafe { class_getSuperclass(class.0) };
-        (!superclass.is_null()).then_some(Class(superclass))
+        Class::from_runtime(unsafe { class_getSuperclass(class.as_ptr()) })
     }
 }
