@@ -15,6 +15,8 @@ use capshim_profile::device::Answers;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::format::{self, table};
+
 /// One device's answers as a probe read them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceReport {
@@ -202,16 +204,14 @@ impl DeviceReport {
     }
 }
 
+/// `yes`, `no`, or `-` when unknown.
 fn yes_no(value: Option<bool>) -> &'static str {
-    match value {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "-",
-    }
+    value.map_or("-", format::yes_no)
 }
 
+/// A byte count, or `-` when unknown.
 fn bytes(value: Option<u64>) -> String {
-    value.map_or("-".to_string(), crate::explain::bytes)
+    value.map_or("-".to_string(), format::bytes)
 }
 
 /// The rows shared by [`render`] and [`render_compare`]: (label, one value per report).
@@ -265,37 +265,9 @@ fn rows(reports: &[&DeviceReport]) -> Vec<(String, Vec<String>)> {
     push("llama.cpp has bfloat", &|r| decide(r).bfloat.to_string());
     push("llama.cpp has tensor", &|r| decide(r).tensor.to_string());
     push("llama.cpp ops on the CPU", &|r| {
-        let ops = decide(r).cpu_fallback_ops;
-        if ops.is_empty() {
-            "none".to_string()
-        } else {
-            ops.join(", ")
-        }
+        format::list_or_none(&decide(r).cpu_fallback_ops)
     });
     rows
-}
-
-fn table(headers: &[&str], rows: Vec<(String, Vec<String>)>) -> String {
-    let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let column = 34;
-    let mut out = String::new();
-    if !headers.is_empty() {
-        let mut line = format!("{:<width$}", "");
-        for h in headers {
-            line.push_str(&format!("  {h:<column$}"));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    for (label, values) in rows {
-        let mut line = format!("{label:<width$}");
-        for v in values {
-            line.push_str(&format!("  {v:<column$}"));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// The text `capshim probe` prints: every answer and llama.cpp's derived decisions.

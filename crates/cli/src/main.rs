@@ -9,6 +9,7 @@ mod deploy;
 mod device_report;
 mod explain;
 mod export;
+mod format;
 mod launch;
 mod llama;
 mod macho;
