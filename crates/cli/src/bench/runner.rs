@@ -378,7 +378,7 @@ pub fn arm_env(
     }
     change.removed.sort();
     if let (Some(profile), Some(dylib)) = (profile, dylib) {
-        for (k, v) in profile.to_env() {
+        for (k, v) in capshim_profile::env::vars_for(profile) {
             change.set.push((k.to_string(), v));
         }
         change.set.push((

@@ -123,8 +123,7 @@ impl ShimSettings {
         let Some(profile) = self.profile else {
             return Vec::new();
         };
-        let mut vars: Vec<(&'static str, OsString)> = profile
-            .to_env()
+        let mut vars: Vec<(&'static str, OsString)> = env::vars_for(&profile)
             .into_iter()
             .map(|(k, v)| (k, OsString::from(v)))
             .collect();
