@@ -6,7 +6,7 @@ mod bench;
 mod bundle;
 mod commands;
 mod deploy;
-mod device_report;
+mod device;
 mod explain;
 mod export;
 mod format;
@@ -14,7 +14,7 @@ mod launch;
 mod llama;
 mod macho;
 mod platform;
-mod profile_args;
+mod profile;
 
 use std::process::ExitCode;
 

@@ -13,7 +13,7 @@ use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib, exit};
 use crate::macho;
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
 
 /// Exit code when capshim itself fails before running the command (as `env` and `nohup` use).
 pub const EXIT_CAPSHIM_FAILED: u8 = 125;

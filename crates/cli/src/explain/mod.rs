@@ -7,8 +7,8 @@ use capshim_profile::consumers::{LLAMA_CPP_SOURCE, LlamaCpp, MLX_SOURCE, Mlx};
 use capshim_profile::device::Answers;
 use serde::Serialize;
 
-use crate::device_report::DeviceReport;
-use crate::profile_args::Resolved;
+use crate::device::DeviceReport;
+use crate::profile::Resolved;
 
 pub use render::render;
 
