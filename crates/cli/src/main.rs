@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod analysis;
 mod bench;
 mod bundle;
 mod commands;

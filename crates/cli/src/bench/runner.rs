@@ -10,9 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::environment;
-use super::results::AnalyzeError;
-use super::results::{Role, Summary, analyze};
 use super::schedule::interleave;
+use crate::analysis::AnalyzeError;
+use crate::analysis::{Role, Summary, analyze};
 use crate::bundle::load::LoadError;
 use crate::bundle::{self, BundleError, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
 use crate::export::{self, ExportError};

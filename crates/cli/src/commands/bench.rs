@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::bench::results::Role;
+use crate::analysis::Role;
 use crate::bench::runner::{self, ArmPlan, Plan};
 use crate::launch::{Os, dylib};
 use crate::llama::read_bench_file;
