@@ -13,7 +13,6 @@ mod export;
 mod format;
 mod launch;
 mod llama;
-mod macho;
 mod platform;
 mod profile;
 
