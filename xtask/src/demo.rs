@@ -13,7 +13,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use capshim_profile::consumers::LlamaCpp;
 use capshim_profile::device::Answers;
-use capshim_profile::{GpuFamily, Profile};
+use capshim_profile::{GpuFamily, Profile, env};
 
 /// Options of `cargo xtask demo`.
 #[derive(Debug, clap::Args)]
@@ -141,7 +141,7 @@ fn probe(
         }
     }
     if let Some(shim) = shim {
-        cmd.env("LD_PRELOAD", shim).envs(profile.to_env());
+        cmd.env("LD_PRELOAD", shim).envs(env::vars_for(profile));
     }
     let out = cmd
         .output()

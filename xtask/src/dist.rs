@@ -10,14 +10,14 @@
 //!      See `crates/cli/stubs/README`.
 //!    - `-C linker=<this executable>`: in linker mode (`crate::link`) it applies rustc's
 //!      export list, which zig's linker ignores, and has zig record the minimum macOS
-//!      ([`macho::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
+//!      ([`checks::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
 //!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`), so that
 //!      release LTO applies. Its build script sets the install name (and
 //!      `-dead_strip_dylibs`; not for the CLI, which links CoreGraphics for its side effect).
 //! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
 //!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
 //! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
-//!    of `crate::macho` on every artifact and on the sums. `--verify-only` runs just these.
+//!    of `crate::checks` on every artifact and on the sums. `--verify-only` runs just these.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +26,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::{link, macho};
+use capshim_macho::Facts;
+
+use crate::{checks, link};
 
 /// The macOS target the artifacts are built for.
 pub const TARGET: &str = "aarch64-apple-darwin";
@@ -340,7 +342,7 @@ fn write_sums(out: &Path) -> anyhow::Result<()> {
 }
 
 /// Checks `SHA256SUMS` against the files: every line matches, every artifact is listed.
-pub fn check_sums(out: &Path) -> anyhow::Result<Vec<macho::Check>> {
+pub fn check_sums(out: &Path) -> anyhow::Result<Vec<checks::Check>> {
     let path = out.join(SUMS);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -399,15 +401,15 @@ pub fn check_sums(out: &Path) -> anyhow::Result<Vec<macho::Check>> {
     Ok(checks)
 }
 
-fn check(name: &'static str, ok: bool, detail: String) -> macho::Check {
-    macho::Check { name, ok, detail }
+fn check(name: &'static str, ok: bool, detail: String) -> checks::Check {
+    checks::Check { name, ok, detail }
 }
 
 /// Verifies everything in `out`; prints a report; returns the number of failed checks.
 fn verify(out: &Path) -> anyhow::Result<usize> {
     let arch_dir = out.join(TARGET);
     let mut failures = 0;
-    let mut section = |title: String, checks: Vec<macho::Check>| {
+    let mut section = |title: String, checks: Vec<checks::Check>| {
         println!("{title}");
         for c in &checks {
             println!("  {c}");
@@ -418,8 +420,8 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
     let dylib = arch_dir.join(DYLIB);
     match std::fs::read(&dylib) {
         Ok(data) => {
-            let checks = match macho::inspect(&data) {
-                Ok(facts) => macho::check_shim(&facts),
+            let checks = match Facts::read(&data) {
+                Ok(facts) => checks::check_shim(&facts),
                 Err(error) => vec![check("format", false, error.to_string())],
             };
             section(
@@ -439,8 +441,8 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 
     let cli = arch_dir.join(CLI);
     if let Ok(data) = std::fs::read(&cli) {
-        let checks = match macho::inspect(&data) {
-            Ok(facts) => macho::check_executable(&facts),
+        let checks = match Facts::read(&data) {
+            Ok(facts) => checks::check_executable(&facts),
             Err(error) => vec![check("format", false, error.to_string())],
         };
         section(format!("{} ({} bytes)", cli.display(), data.len()), checks);

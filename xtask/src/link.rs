@@ -10,7 +10,7 @@
 //! - cargo-zigbuild's own linker script passes `-target aarch64-macos-none`, for which zig
 //!   records its default minimum macOS (15.0) and ignores `-mmacosx-version-min`. The
 //!   wrapper runs the same `cargo-zigbuild zig cc` with `-target
-//!   aarch64-macos.<minimum>-none` instead ([`crate::macho::MINIMUM_MACOS`]).
+//!   aarch64-macos.<minimum>-none` instead ([`crate::checks::MINIMUM_MACOS`]).
 //!
 //! `cargo xtask dist` points rustc at this executable with `-C linker=` and sets
 //! [`ENV_TARGET`] to the Rust target triple.
@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
-use object::macho;
-use object::macho::MachHeader64;
-use object::read::macho::{LoadCommandVariant, MachHeader};
+use capshim_macho::hide_unlisted;
 
 /// Set (to the target triple) when the xtask executable is started as a linker.
 pub const ENV_TARGET: &str = "CAPSHIM_XTASK_LINK_TARGET";
@@ -128,7 +126,7 @@ fn zig_target(rust_target: &str) -> anyhow::Result<String> {
     let Some(arch) = rust_target.strip_suffix("-apple-darwin") else {
         bail!("the linker wrapper only links macOS targets, not {rust_target}");
     };
-    let (major, minor) = crate::macho::MINIMUM_MACOS;
+    let (major, minor) = crate::checks::MINIMUM_MACOS;
     Ok(format!("{arch}-macos.{major}.{minor}-none"))
 }
 
@@ -147,120 +145,9 @@ fn exported_symbols_list(args: &[OsString]) -> Option<PathBuf> {
     None
 }
 
-/// Marks every external symbol defined in the 64-bit Mach-O object `data` and not in `keep`
-/// as private external (`N_PEXT`), in place. Returns how many symbols it changed.
-pub fn hide_unlisted(data: &mut [u8], keep: &HashSet<&str>) -> anyhow::Result<usize> {
-    let offsets = {
-        let view: &[u8] = data;
-        let header = MachHeader64::<object::Endianness>::parse(view, 0)
-            .context("not a 64-bit Mach-O file")?;
-        let endian = header.endian()?;
-        if header.filetype(endian) != macho::MH_OBJECT {
-            bail!("not a Mach-O object file (MH_OBJECT)");
-        }
-        let mut commands = header.load_commands(endian, view, 0)?;
-        let mut offsets = Vec::new();
-        while let Some(command) = commands.next()? {
-            let LoadCommandVariant::Symtab(symtab) = command.variant()? else {
-                continue;
-            };
-            let table = symtab.symbols::<MachHeader64<object::Endianness>, _>(endian, view)?;
-            let first = symtab.symoff.get(endian) as usize;
-            for (index, symbol) in table.iter().enumerate() {
-                let n_type = symbol.n_type;
-                let defined_external = n_type & macho::N_STAB == 0
-                    && n_type & macho::N_EXT != 0
-                    && n_type & macho::N_PEXT == 0
-                    && n_type & macho::N_TYPE == macho::N_SECT;
-                if !defined_external {
-                    continue;
-                }
-                let name = table
-                    .strings()
-                    .get(symbol.n_strx.get(endian))
-                    .map_err(|()| anyhow::anyhow!("symbol {index} has a bad name offset"))?;
-                if !keep.contains(String::from_utf8_lossy(name).as_ref()) {
-                    // struct nlist_64 { u32 n_strx; u8 n_type; ... }: 16 bytes each.
-                    offsets.push(first + index * 16 + 4);
-                }
-            }
-        }
-        offsets
-    };
-    for &offset in &offsets {
-        data[offset] |= macho::N_PEXT;
-    }
-    Ok(offsets.len())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use object::write::{Object, Symbol, SymbolSection};
-    use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind, SymbolScope};
-
-    fn object_with(symbols: &[&str]) -> Vec<u8> {
-        let mut obj = Object::new(
-            BinaryFormat::MachO,
-            Architecture::Aarch64,
-            Endianness::Little,
-        );
-        let text = obj.section_id(object::write::StandardSection::Text);
-        let offset = obj.append_section_data(text, &[0xc0, 0x03, 0x5f, 0xd6], 4);
-        for name in symbols {
-            obj.add_symbol(Symbol {
-                name: name.as_bytes().to_vec(),
-                value: offset,
-                size: 4,
-                kind: SymbolKind::Text,
-                scope: SymbolScope::Dynamic,
-                weak: false,
-                section: SymbolSection::Section(text),
-                flags: SymbolFlags::None,
-            });
-        }
-        obj.write().unwrap()
-    }
-
-    fn exported(data: &[u8]) -> Vec<String> {
-        use object::{Object as _, ObjectSymbol};
-        let file = object::File::parse(data).unwrap();
-        let mut names: Vec<String> = file
-            .symbols()
-            .filter(|s| s.is_global() && !s.is_undefined() && s.scope() == SymbolScope::Dynamic)
-            .map(|s| s.name().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    #[test]
-    fn hides_everything_not_listed() {
-        let mut data = object_with(&["keep_me", "_ZN4core3fmt5write", "rust_eh_personality"]);
-        assert_eq!(
-            exported(&data),
-            ["__ZN4core3fmt5write", "_keep_me", "_rust_eh_personality"]
-        );
-        // Mach-O names carry a leading underscore (the writer adds it), as in rustc's list.
-        let keep = HashSet::from(["_keep_me"]);
-        assert_eq!(hide_unlisted(&mut data, &keep).unwrap(), 2);
-        assert_eq!(exported(&data), ["_keep_me"]);
-        // Idempotent.
-        assert_eq!(hide_unlisted(&mut data, &keep).unwrap(), 0);
-    }
-
-    #[test]
-    fn empty_list_hides_all() {
-        let mut data = object_with(&["a", "b"]);
-        assert_eq!(hide_unlisted(&mut data, &HashSet::new()).unwrap(), 2);
-        assert!(exported(&data).is_empty());
-    }
-
-    #[test]
-    fn refuses_non_objects() {
-        let mut elf = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert!(hide_unlisted(&mut elf, &HashSet::new()).is_err());
-    }
 
     #[test]
     fn zig_targets() {

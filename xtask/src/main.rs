@@ -1,9 +1,9 @@
 //! `cargo xtask <task>`: capshim's developer tasks.
 
+mod checks;
 mod demo;
 mod dist;
 mod link;
-mod macho;
 
 use std::process::ExitCode;
 

@@ -2,18 +2,19 @@
 
 #![forbid(unsafe_code)]
 
+mod analysis;
 mod bench;
 mod bundle;
 mod commands;
 mod deploy;
-mod device_report;
+mod device;
 mod explain;
 mod export;
+mod format;
 mod launch;
 mod llama;
-mod macho;
 mod platform;
-mod profile_args;
+mod profile;
 
 use std::process::ExitCode;
 

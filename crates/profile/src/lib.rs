@@ -7,7 +7,8 @@
 //!
 //! - [`family`]: every MTLGPUFamily value, its Apple name and range.
 //! - [`profile`]: the values a profile raises, and their validation.
-//! - [`env`]: the `CAPSHIM_*` / `LUME_METAL_*` environment, parsed fail-closed.
+//! - [`env`]: the `CAPSHIM_*` / `LUME_METAL_*` environment, parsed fail-closed, and the
+//!   variables that set a profile.
 //! - [`policy`]: the raise-only answer policy.
 //! - [`named`]: named profiles, including the one matched to the host chip.
 //! - [`device`]: a device's capability answers, e.g. the stock paravirtual device.

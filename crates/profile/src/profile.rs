@@ -62,25 +62,6 @@ impl Profile {
             recommended_working_set_size,
         })
     }
-
-    /// The environment variables that configure the shim with this profile, primary names only,
-    /// values in decimal. The working set variable appears only when configured.
-    pub fn to_env(&self) -> Vec<(&'static str, String)> {
-        let mut vars = vec![
-            (
-                crate::env::FAMILY_MAX.primary,
-                self.apple_family_max.to_string(),
-            ),
-            (
-                crate::env::THREADGROUP_MEMORY.primary,
-                self.max_threadgroup_memory.to_string(),
-            ),
-        ];
-        if let Some(bytes) = self.recommended_working_set_size {
-            vars.push((crate::env::WORKING_SET.primary, bytes.to_string()));
-        }
-        vars
-    }
 }
 
 impl fmt::Display for Profile {
@@ -121,23 +102,11 @@ mod tests {
     }
 
     #[test]
-    fn display_and_env_name_every_value() {
+    fn display_names_every_value() {
         let p = Profile::new(1009, 65536, Some(1 << 34)).unwrap();
         assert_eq!(
             p.to_string(),
             "apple_family_max=1009 (Apple9) max_threadgroup_memory=65536 recommended_working_set_size=17179869184"
         );
-        assert_eq!(
-            p.to_env(),
-            vec![
-                ("CAPSHIM_APPLE_FAMILY_MAX", "1009".to_string()),
-                ("CAPSHIM_MAX_THREADGROUP_MEMORY", "65536".to_string()),
-                (
-                    "CAPSHIM_RECOMMENDED_WORKING_SET_SIZE",
-                    "17179869184".to_string()
-                ),
-            ]
-        );
-        assert_eq!(Profile::new(1007, 32768, None).unwrap().to_env().len(), 2);
     }
 }

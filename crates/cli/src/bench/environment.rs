@@ -1,10 +1,18 @@
-//! The machine a bench ran on: OS, kernel, hardware model and CPU brand, read from the usual
-//! places on each platform (`sw_vers` and `sysctl` on macOS; `/etc/os-release`,
-//! `/proc/cpuinfo` and DMI on Linux). Anything unavailable is `null`, never an error.
+//! What a bundle's `environment.json` records: the machine a bench ran on (OS, kernel,
+//! hardware model and CPU brand, read from the usual places on each platform: `sw_vers` and
+//! `sysctl` on macOS; `/etc/os-release`, `/proc/cpuinfo` and DMI on Linux; anything
+//! unavailable is `null`, never an error), the files it used with their checksums, and every
+//! llama-bench process it ran.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde::Serialize;
+
+use super::error::{RunError, io};
+use super::plan::ArmPlan;
+use crate::bundle;
+use crate::launch::environment::EnvChange;
 
 /// What is known about the machine.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -79,6 +87,102 @@ pub fn collect() -> Machine {
             .and_then(|t| cpuinfo_model_name(&t));
     }
     m
+}
+
+/// What happened in one process, for `environment.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRecord {
+    /// Arm name.
+    pub arm: String,
+    /// 1-based round.
+    pub round: u32,
+    /// Program and arguments, exactly as run.
+    pub argv: Vec<String>,
+    /// The same as one shell-quoted line.
+    pub command_line: String,
+    /// The environment change.
+    pub env: EnvChange,
+    /// Exit code (`null` when killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Wall time, in seconds.
+    pub seconds: f64,
+    /// UTC start time.
+    pub started_utc: String,
+}
+
+/// A file's path, size and SHA-256, for `environment.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileId {
+    /// Absolute path.
+    pub path: String,
+    /// Size, in bytes.
+    pub bytes: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+/// `path`'s size and SHA-256.
+///
+/// # Errors
+/// [`RunError::Io`] when it cannot be read.
+pub fn file_id(path: &Path) -> Result<FileId, RunError> {
+    let bytes = std::fs::metadata(path)
+        .map_err(io("cannot read", path))?
+        .len();
+    Ok(FileId {
+        path: path.display().to_string(),
+        bytes,
+        sha256: bundle::sums::sha256_file(path).map_err(io("cannot read", path))?,
+    })
+}
+
+/// The whole of `environment.json`.
+#[derive(Serialize)]
+pub struct Environment<'a> {
+    /// capshim's version.
+    pub capshim_version: &'static str,
+    /// When the run started, UTC.
+    pub started_utc: String,
+    /// When it finished, UTC.
+    pub finished_utc: String,
+    /// The machine.
+    pub machine: Machine,
+    /// The llama.cpp build, from llama-bench's first result row.
+    pub llama_cpp: LlamaBuild,
+    /// `DYLD_INSERT_LIBRARIES` or `LD_PRELOAD`.
+    pub injection_variable: &'static str,
+    /// The files the run used.
+    pub files: Files,
+    /// The arms, as planned.
+    pub arms: &'a [ArmPlan],
+    /// llama-bench's arguments after the program name, the same for every run.
+    pub llama_bench_args: Vec<String>,
+    /// Rounds.
+    pub rounds: u32,
+    /// Every llama-bench process, in the order run.
+    pub runs: &'a [RunRecord],
+}
+
+/// The llama.cpp build llama-bench reported.
+#[derive(Serialize)]
+pub struct LlamaBuild {
+    /// `build_number`.
+    pub build_number: Option<i64>,
+    /// `build_commit`.
+    pub build_commit: Option<String>,
+}
+
+/// The files a run used.
+#[derive(Serialize)]
+pub struct Files {
+    /// The GGUF model.
+    pub model: FileId,
+    /// The llama-bench executable.
+    pub llama_bench: FileId,
+    /// The shim library, when an arm used it.
+    pub dylib: Option<FileId>,
+    /// The host's llama-bench JSON, when given.
+    pub baseline: Option<FileId>,
 }
 
 #[cfg(test)]

@@ -1,13 +1,23 @@
 //! The stock / unlocked / host experiment: plan, run, measure.
 //!
+//! The steps of a run, in order (hyperfine's benchmark/):
+//!
+//! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
+//! - [`runner`]: the run itself: every slot of the [`schedule`], then the seal.
 //! - [`schedule`]: the ABBA order of arms over rounds.
-//! - [`runner`]: one llama-bench process per arm and round, with or without the shim.
-//! - [`results`]: merging rows and comparing arms (shared with `capshim report`).
-//! - [`stats`]: medians, ranges, variation, drift, bootstrap intervals.
-//! - [`environment`]: what machine and which files the run used.
+//! - [`executor`]: one llama-bench process, with or without the shim.
+//! - [`seal`]: analysis, reports, `environment.json` and `SHA256SUMS`.
+//! - [`incomplete`]: the note a stopped run leaves instead of a seal.
+//! - [`environment`]: what machine, files and processes the run used.
+//! - [`error`]: why a run stopped.
+//!
+//! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
 pub mod environment;
-pub mod results;
+mod error;
+mod executor;
+mod incomplete;
+pub mod plan;
 pub mod runner;
 pub mod schedule;
-pub mod stats;
+mod seal;

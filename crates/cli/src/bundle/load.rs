@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::BundleError;
 use super::manifest::{FORMAT, Manifest, SummaryFile};
-use crate::bench::results::{ArmInput, Role, RunInput};
+use crate::analysis::{ArmInput, Role, RunInput};
 use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::{Activation, MetalReport, read_bench_file};
 

@@ -10,7 +10,7 @@ use clap::Args;
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
 use crate::launch::environment::{ShimArgs, append_library};
 use crate::launch::{Os, dylib};
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
 
 /// Write a per-user LaunchAgent that runs a program with the shim (macOS launchd)
 #[derive(Debug, Args)]

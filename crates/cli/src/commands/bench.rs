@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::bench::results::Role;
-use crate::bench::runner::{self, ArmPlan, Plan};
+use crate::analysis::Role;
+use crate::bench::plan::{ArmPlan, Plan, check_extra_args};
+use crate::bench::runner;
 use crate::launch::{Os, dylib};
 use crate::llama::read_bench_file;
 
@@ -193,7 +194,7 @@ fn parse_profile(spec: &str, cpu_brand: Option<&str>) -> anyhow::Result<ArmPlan>
 
 /// Builds and checks the plan from the command line.
 fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
-    runner::check_extra_args(&args.extra)?;
+    check_extra_args(&args.extra)?;
     if args.rounds == 0 || args.repetitions == 0 {
         bail!("--rounds and -r must be at least 1");
     }

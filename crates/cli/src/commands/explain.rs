@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::device_report::DeviceReport;
+use crate::device::DeviceReport;
 use crate::explain;
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
 
 /// Show what a profile changes: every MTLGPUFamily answer, threadgroup memory and working set
 /// before -> after, and what llama.cpp and MLX will decide

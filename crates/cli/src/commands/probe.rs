@@ -7,11 +7,11 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
 
-use crate::device_report::{self, DeviceReport};
+use crate::device::{self, DeviceReport};
 use crate::launch::environment::{ScopeArg, ShimSettings, child_env};
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib};
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
 
 /// Exit code on systems without Metal.
 pub const EXIT_NO_METAL: u8 = 2;
@@ -138,7 +138,7 @@ fn compare(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
         println!("profile {resolved}");
-        print!("{}", device_report::render_compare(&stock, &shimmed));
+        print!("{}", device::render_compare(&stock, &shimmed));
     }
     eprintln!("{}", summary.line());
     Ok(ExitCode::SUCCESS)
@@ -165,7 +165,7 @@ pub fn execute(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", device_report::render(&report));
+        print!("{}", device::render(&report));
     }
     Ok(ExitCode::SUCCESS)
 }

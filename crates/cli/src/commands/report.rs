@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Args;
 
-use crate::bench::results::{ArmInput, Role, RunInput, analyze};
+use crate::analysis::{ArmInput, Role, RunInput, analyze};
 use crate::bundle::{self, BundleError};
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;

@@ -12,8 +12,8 @@ use crate::launch::preflight::{self, PreflightError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib, exit};
-use crate::macho;
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
+use capshim_macho as macho;
 
 /// Exit code when capshim itself fails before running the command (as `env` and `nohup` use).
 pub const EXIT_CAPSHIM_FAILED: u8 = 125;

@@ -7,10 +7,10 @@ use capshim_profile::consumers::{LLAMA_CPP_SOURCE, LlamaCpp, MLX_SOURCE, Mlx};
 use capshim_profile::device::Answers;
 use serde::Serialize;
 
-use crate::device_report::DeviceReport;
-use crate::profile_args::Resolved;
+use crate::device::DeviceReport;
+use crate::profile::Resolved;
 
-pub use render::{bytes, render};
+pub use render::render;
 
 /// Where the built-in stock answers come from.
 pub const STOCK_SOURCE: &str = "the stock Apple Paravirtual device as observed in a macOS 26.5.2 guest on an M1 Ultra host (macOS 26.6.1), 16 GiB guest";

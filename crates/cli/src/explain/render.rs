@@ -6,33 +6,13 @@ use capshim_profile::GpuFamily;
 use capshim_profile::family::FamilyRange;
 
 use super::Explanation;
-
-fn yes_no(value: bool) -> &'static str {
-    if value { "yes" } else { "no" }
-}
-
-/// `12009603072 bytes (11453.25 MiB)`.
-pub fn bytes(value: u64) -> String {
-    if value >= 1 << 20 {
-        format!("{value} bytes ({:.2} MiB)", value as f64 / 1_048_576.0)
-    } else {
-        format!("{value} bytes")
-    }
-}
+use crate::format::{bytes, list_or_none, yes_no};
 
 fn change(before: &str, after: &str) -> String {
     if before == after {
         format!("{before} (unchanged)")
     } else {
         format!("{before} -> {after}")
-    }
-}
-
-fn ops(list: &[String]) -> String {
-    if list.is_empty() {
-        "none".to_string()
-    } else {
-        list.join(", ")
     }
 }
 
@@ -127,7 +107,10 @@ pub fn render(e: &Explanation) -> String {
         out,
         "  {:<32} {}",
         "ops that fall back to the CPU",
-        change(&ops(&lb.cpu_fallback_ops), &ops(&la.cpu_fallback_ops))
+        change(
+            &list_or_none(&lb.cpu_fallback_ops),
+            &list_or_none(&la.cpu_fallback_ops)
+        )
     );
     let _ = writeln!(out, "  rules read from: {}", e.consumers.llama_cpp.source);
     let _ = writeln!(out);

@@ -3,7 +3,7 @@ use std::path::Path;
 use capshim_profile::named;
 
 use super::*;
-use crate::profile_args::ProfileArgs;
+use crate::profile::ProfileArgs;
 
 fn resolved(args: ProfileArgs) -> Resolved {
     args.resolve_with(|| Err("no sysctl in tests".into()))

@@ -2,7 +2,7 @@
 //! sample count), a column per arm, then speedup and percent of host per compared arm.
 
 use super::{ExportError, Exporter, cell};
-use crate::bench::results::Summary;
+use crate::analysis::Summary;
 
 /// CSV output.
 pub struct Csv;

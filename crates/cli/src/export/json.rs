@@ -1,7 +1,7 @@
 //! `summary.json` / `--json`: the whole [`Summary`], pretty-printed.
 
 use super::{ExportError, Exporter};
-use crate::bench::results::Summary;
+use crate::analysis::Summary;
 
 /// JSON output.
 pub struct Json;

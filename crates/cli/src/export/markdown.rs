@@ -3,8 +3,8 @@
 //! reported, and the warnings.
 
 use super::{ExportError, Exporter, cell, format_percent, format_speedup, format_ts};
-use crate::bench::results::Summary;
-use crate::bench::stats;
+use crate::analysis::Summary;
+use crate::analysis::stats;
 
 /// Markdown output.
 pub struct Markdown;

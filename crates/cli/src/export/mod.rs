@@ -6,7 +6,7 @@ pub mod json;
 pub mod markdown;
 pub mod svg;
 
-use crate::bench::results::{ArmStats, Summary};
+use crate::analysis::{ArmStats, Summary};
 
 /// Why a format could not be rendered.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 use super::{ExportError, Exporter, cell};
-use crate::bench::results::{Role, Summary};
+use crate::analysis::{Role, Summary};
 
 /// SVG chart output.
 pub struct Svg;
@@ -119,8 +119,8 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::results::analyze;
-    use crate::bench::results::tests::{arm, row};
+    use crate::analysis::analyze;
+    use crate::analysis::tests::{arm, row};
 
     #[test]
     fn one_bar_per_arm_and_test_and_a_note_for_missing_ones() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::Os;
-use crate::macho::{self, Arch, Binary, Format};
+use capshim_macho::{self as macho, Arch, Binary, Format};
 
 /// Why the shim library cannot be used.
 #[derive(Debug, Error)]
@@ -208,7 +208,7 @@ fn check_binary(path: &Path, binary: &Binary, os: Os) -> Result<Vec<Arch>, Dylib
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::macho::testdata::macho;
+    use capshim_macho::testdata::macho;
     use object::macho as m;
 
     #[test]

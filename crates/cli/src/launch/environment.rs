@@ -1,10 +1,12 @@
 //! The child's environment: the parent's, less any inherited capshim settings, plus the
-//! profile, the shim's options and the injection variable.
+//! profile, the shim's options and the injection variable ([`child_env`] for `run` and
+//! `probe`; [`arm_env`], as a change to the parent's, for each `bench` arm).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use capshim_profile::{Profile, env};
+use serde::Serialize;
 
 use super::Os;
 
@@ -123,8 +125,7 @@ impl ShimSettings {
         let Some(profile) = self.profile else {
             return Vec::new();
         };
-        let mut vars: Vec<(&'static str, OsString)> = profile
-            .to_env()
+        let mut vars: Vec<(&'static str, OsString)> = env::vars_for(&profile)
             .into_iter()
             .map(|(k, v)| (k, OsString::from(v)))
             .collect();
@@ -198,6 +199,63 @@ pub fn child_env(
         append_library(existing.as_deref(), settings.library.as_os_str()),
     ));
     out
+}
+
+/// The environment change of one arm.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EnvChange {
+    /// Variables set, in order (a JSON object, name to value).
+    #[serde(serialize_with = "pairs_as_object")]
+    pub set: Vec<(String, String)>,
+    /// Variables removed from capshim's own environment.
+    pub removed: Vec<String>,
+}
+
+fn pairs_as_object<S: serde::Serializer>(
+    pairs: &[(String, String)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+/// The environment of an arm: capshim's and the injection variable are always removed first (so
+/// a stock arm is stock even when capshim itself runs under the shim); an arm with a profile then
+/// gets the profile's variables, its status file and the injection variable.
+pub fn arm_env(
+    profile: Option<&Profile>,
+    dylib: Option<&Path>,
+    status_file: &Path,
+    inherited: impl Iterator<Item = String>,
+) -> EnvChange {
+    let inject = Os::current().injection_var();
+    let mut change = EnvChange::default();
+    for name in inherited {
+        if name == inject || env::is_capshim_var(name.as_bytes()) {
+            change.removed.push(name);
+        }
+    }
+    change.removed.sort();
+    if let (Some(profile), Some(dylib)) = (profile, dylib) {
+        for (k, v) in env::vars_for(profile) {
+            change.set.push((k.to_string(), v));
+        }
+        change.set.push((
+            env::STATUS_FILE.primary.to_string(),
+            status_file.display().to_string(),
+        ));
+        change
+            .set
+            .push((env::LOG.primary.to_string(), "activation".to_string()));
+        change
+            .set
+            .push((inject.to_string(), dylib.display().to_string()));
+    }
+    change
 }
 
 #[cfg(test)]
@@ -320,5 +378,57 @@ mod tests {
             Os::Linux,
         );
         assert_eq!(out, pairs(&[("HOME", "/h")]));
+    }
+
+    #[test]
+    fn only_unlocked_arms_get_the_shim() {
+        let inherited = [
+            "PATH",
+            "LD_PRELOAD",
+            "CAPSHIM_LOG",
+            "LUME_METAL_APPLE_FAMILY_MAX",
+            "HOME",
+            "DYLD_INSERT_LIBRARIES",
+        ]
+        .map(String::from);
+        let stock = arm_env(
+            None,
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            inherited.clone().into_iter(),
+        );
+        assert!(stock.set.is_empty());
+        let inject = Os::current().injection_var();
+        assert!(stock.removed.contains(&inject.to_string()));
+        assert!(stock.removed.contains(&"CAPSHIM_LOG".to_string()));
+        assert!(
+            stock
+                .removed
+                .contains(&"LUME_METAL_APPLE_FAMILY_MAX".to_string())
+        );
+        assert!(!stock.removed.contains(&"PATH".to_string()));
+
+        let profile = capshim_profile::named::apple9_64k();
+        let unlocked = arm_env(
+            Some(&profile),
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            inherited.into_iter(),
+        );
+        let set: Vec<(&str, &str)> = unlocked
+            .set
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            set,
+            vec![
+                ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+                ("CAPSHIM_MAX_THREADGROUP_MEMORY", "65536"),
+                ("CAPSHIM_STATUS_FILE", "/b/s.jsonl"),
+                ("CAPSHIM_LOG", "activation"),
+                (inject, "/x/libcapshim.so"),
+            ]
+        );
     }
 }

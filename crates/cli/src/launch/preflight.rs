@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::Os;
-use crate::macho::{self, Arch, Binary};
+use capshim_macho::{self as macho, Arch, Binary};
 
 /// Folders whose programs macOS System Integrity Protection guards: dyld drops every
 /// `DYLD_*` variable when it starts them (Apple: "Runtime Protections", SIP).
@@ -192,8 +192,8 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::macho::signature::ALLOW_DYLD_ENV;
-    use crate::macho::testdata::{entitlements, macho, universal};
+    use capshim_macho::signature::ALLOW_DYLD_ENV;
+    use capshim_macho::testdata::{entitlements, macho, universal};
     use object::macho as m;
 
     const ARM64: &[Arch] = &[Arch::Arm64];

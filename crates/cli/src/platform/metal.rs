@@ -4,7 +4,7 @@ use capshim_profile::GpuFamily;
 use capshim_profile::device::Answers;
 use objc2_metal::{MTLCreateSystemDefaultDevice, MTLDevice, MTLGPUFamily};
 
-use crate::device_report::DeviceReport;
+use crate::device::DeviceReport;
 
 /// Creates the system default Metal device (`MTLCreateSystemDefaultDevice`) and reads every
 /// named MTLGPUFamily answer, `maxThreadgroupMemoryLength` (bytes),

@@ -1,5 +1,6 @@
-//! Small hand-made Mach-O files for tests (little-endian 64-bit headers, big-endian
-//! signature blobs and fat headers, as on disk).
+//! Small hand-made Mach-O files for tests, here and in crates that use this one (feature
+//! `testdata`): little-endian 64-bit headers, big-endian signature blobs and fat headers, as
+//! on disk.
 
 /// An XML entitlements plist with each key set to true.
 pub fn entitlements(keys: &[&str]) -> String {

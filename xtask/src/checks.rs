@@ -1,16 +1,12 @@
-//! Reads a Mach-O file and checks what `cargo xtask dist` promises about it.
-//!
-//! [`inspect`] gathers the facts (pure parsing, nothing else); [`check_shim`] and
-//! [`check_executable`] turn facts into pass/fail [`Check`]s, so every rule can be tested with
-//! hand-made facts as well as with a real build.
+//! What `cargo xtask dist` promises about each Mach-O artifact, as rules over the facts
+//! [`capshim_macho::Facts::read`] gathers: [`check_shim`] and [`check_executable`] turn facts
+//! into pass/fail [`Check`]s, so every rule can be tested with hand-made facts as well as with
+//! a real build.
 
 use std::fmt;
 
+use capshim_macho::{Dependency, Facts};
 use object::macho;
-use object::macho::MachHeader64;
-use object::read::macho::{LoadCommandVariant, MachHeader, Section, Segment};
-use object::{Endianness, FileKind};
-use sha2::{Digest, Sha256};
 
 /// The install name libcapshim must carry.
 pub const SHIM_INSTALL_NAME: &str = "@rpath/libcapshim.dylib";
@@ -29,93 +25,6 @@ pub const MINIMUM_MACOS: (u32, u32) = (11, 0);
 
 /// Where the libraries a macOS artifact loads may live: the system's own.
 pub const SYSTEM_LIBRARY_PREFIXES: &[&str] = &["/usr/lib/", "/System/Library/"];
-
-/// Why a file could not be inspected at all.
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    /// Not a Mach-O file: what it is instead.
-    #[error("not a Mach-O file ({0}); expected a thin 64-bit arm64 Mach-O")]
-    NotMachO(String),
-    /// A universal (fat) file; dist writes thin files.
-    #[error("a universal (fat) Mach-O; expected a thin 64-bit arm64 Mach-O")]
-    Universal,
-    /// A Mach-O that does not parse.
-    #[error("malformed Mach-O: {0}")]
-    Malformed(String),
-}
-
-impl From<object::Error> for InspectError {
-    fn from(error: object::Error) -> Self {
-        InspectError::Malformed(error.to_string())
-    }
-}
-
-/// One library the file loads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dependency {
-    /// The load command: `LC_LOAD_DYLIB`, `LC_LOAD_WEAK_DYLIB`, `LC_REEXPORT_DYLIB`...
-    pub command: &'static str,
-    /// The install name of the library.
-    pub path: String,
-}
-
-/// One section.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SectionFact {
-    /// Segment name, e.g. `__DATA_CONST`.
-    pub segment: String,
-    /// Section name, e.g. `__mod_init_func`.
-    pub name: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// `flags & SECTION_TYPE`, e.g. `S_MOD_INIT_FUNC_POINTERS`.
-    pub section_type: u32,
-}
-
-/// The embedded code signature.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signature {
-    /// `CS_ADHOC`: signed without a certificate.
-    pub ad_hoc: bool,
-    /// `CS_LINKER_SIGNED`: signed by the linker.
-    pub linker_signed: bool,
-    /// The code directory's identifier.
-    pub identifier: String,
-    /// Hash of the code pages, e.g. `SHA-256`.
-    pub hash: &'static str,
-    /// Number of code pages.
-    pub pages: usize,
-    /// Whether every page hash matched the file: `Ok(())`, or what did not.
-    pub pages_verified: Result<(), String>,
-}
-
-/// What [`inspect`] found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Facts {
-    /// `cputype` from the header.
-    pub cpu_type: u32,
-    /// `cpusubtype` from the header, without the capability bits.
-    pub cpu_subtype: u32,
-    /// `filetype` from the header.
-    pub file_type: u32,
-    /// `LC_ID_DYLIB`, when present.
-    pub install_name: Option<String>,
-    /// Every library load command, in order.
-    pub dependencies: Vec<Dependency>,
-    /// `LC_RPATH` entries.
-    pub rpaths: Vec<String>,
-    /// Every section of every segment.
-    pub sections: Vec<SectionFact>,
-    /// `LC_ROUTINES_64` (an old-style initializer) is present.
-    pub has_routines: bool,
-    /// The signature, or why there is none usable.
-    pub signature: Result<Signature, String>,
-    /// Names in the export trie (what dyld lets other images bind to).
-    pub exports: Vec<String>,
-    /// `LC_BUILD_VERSION` (or `LC_VERSION_MIN_MACOSX`): platform number (1 = macOS), minimum
-    /// OS and SDK versions, encoded `xxxx.yy.zz` as dyld does.
-    pub build_version: Option<(u32, u32, u32)>,
-}
 
 /// One rule and its outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,101 +52,6 @@ impl fmt::Display for Check {
         let mark = if self.ok { "ok  " } else { "FAIL" };
         write!(f, "{mark}  {:<13} {}", self.name, self.detail)
     }
-}
-
-/// Parses `data` as a thin 64-bit Mach-O file.
-pub fn inspect(data: &[u8]) -> Result<Facts, InspectError> {
-    match FileKind::parse(data) {
-        Ok(FileKind::MachO64) => {}
-        Ok(FileKind::MachOFat32 | FileKind::MachOFat64) => return Err(InspectError::Universal),
-        Ok(FileKind::MachO32) => {
-            return Err(InspectError::Malformed(
-                "a 32-bit Mach-O; expected 64-bit arm64".into(),
-            ));
-        }
-        Ok(other) => return Err(InspectError::NotMachO(format!("{other:?}"))),
-        Err(_) => return Err(InspectError::NotMachO("unrecognised format".into())),
-    }
-    let header = MachHeader64::<Endianness>::parse(data, 0)?;
-    let endian = header.endian()?;
-    let mut facts = Facts {
-        cpu_type: header.cputype(endian),
-        cpu_subtype: header.cpusubtype(endian) & !macho::CPU_SUBTYPE_MASK,
-        file_type: header.filetype(endian),
-        install_name: None,
-        dependencies: Vec::new(),
-        rpaths: Vec::new(),
-        sections: Vec::new(),
-        has_routines: false,
-        signature: Err("no LC_CODE_SIGNATURE load command".into()),
-        exports: Vec::new(),
-        build_version: None,
-    };
-    let mut export_trie: Option<(u32, u32)> = None;
-    let mut commands = header.load_commands(endian, data, 0)?;
-    while let Some(command) = commands.next()? {
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        match command.variant()? {
-            LoadCommandVariant::IdDylib(dylib) => {
-                facts.install_name = Some(text(command.string(endian, dylib.dylib.name)?));
-            }
-            LoadCommandVariant::Dylib(dylib) => facts.dependencies.push(Dependency {
-                command: dylib_command_name(command.cmd()),
-                path: text(command.string(endian, dylib.dylib.name)?),
-            }),
-            LoadCommandVariant::Rpath(rpath) => {
-                facts.rpaths.push(text(command.string(endian, rpath.path)?));
-            }
-            LoadCommandVariant::Segment64(segment, section_data) => {
-                for section in segment.sections(endian, section_data)? {
-                    facts.sections.push(SectionFact {
-                        segment: text(trim_nul(section.segment_name())),
-                        name: text(trim_nul(section.name())),
-                        size: section.size(endian),
-                        section_type: section.flags(endian) & macho::SECTION_TYPE,
-                    });
-                }
-            }
-            LoadCommandVariant::Routines64(_) => facts.has_routines = true,
-            LoadCommandVariant::BuildVersion(build) => {
-                facts.build_version = Some((
-                    build.platform.get(endian),
-                    build.minos.get(endian),
-                    build.sdk.get(endian),
-                ));
-            }
-            LoadCommandVariant::VersionMin(version)
-                if command.cmd() == macho::LC_VERSION_MIN_MACOSX =>
-            {
-                facts.build_version = Some((
-                    macho::PLATFORM_MACOS,
-                    version.version.get(endian),
-                    version.sdk.get(endian),
-                ));
-            }
-            LoadCommandVariant::DyldInfo(info) => {
-                export_trie = Some((info.export_off.get(endian), info.export_size.get(endian)));
-            }
-            LoadCommandVariant::LinkeditData(linkedit) => {
-                let (offset, size) = (linkedit.dataoff.get(endian), linkedit.datasize.get(endian));
-                match command.cmd() {
-                    macho::LC_DYLD_EXPORTS_TRIE => export_trie = Some((offset, size)),
-                    macho::LC_CODE_SIGNATURE => {
-                        facts.signature = read_signature(data, offset, size);
-                    }
-                    _ => {}
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some((offset, size)) = export_trie {
-        let trie = slice(data, offset, size)
-            .ok_or_else(|| InspectError::Malformed("export trie outside the file".into()))?;
-        facts.exports = read_export_trie(trie).map_err(InspectError::Malformed)?;
-        facts.exports.sort();
-    }
-    Ok(facts)
 }
 
 /// The rules for libcapshim.dylib.
@@ -513,17 +327,6 @@ fn is_mangled(name: &str) -> bool {
         || rest.starts_with("_Z")
 }
 
-fn dylib_command_name(cmd: u32) -> &'static str {
-    match cmd {
-        macho::LC_LOAD_DYLIB => "LC_LOAD_DYLIB",
-        macho::LC_LOAD_WEAK_DYLIB => "LC_LOAD_WEAK_DYLIB",
-        macho::LC_REEXPORT_DYLIB => "LC_REEXPORT_DYLIB",
-        macho::LC_LAZY_LOAD_DYLIB => "LC_LAZY_LOAD_DYLIB",
-        macho::LC_LOAD_UPWARD_DYLIB => "LC_LOAD_UPWARD_DYLIB",
-        _ => "dylib command",
-    }
-}
-
 fn file_type_name(file_type: u32) -> String {
     match file_type {
         macho::MH_OBJECT => "MH_OBJECT".into(),
@@ -534,183 +337,11 @@ fn file_type_name(file_type: u32) -> String {
     }
 }
 
-fn trim_nul(bytes: &[u8]) -> &[u8] {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    &bytes[..end]
-}
-
-fn slice(data: &[u8], offset: u32, size: u32) -> Option<&[u8]> {
-    let start = usize::try_from(offset).ok()?;
-    let end = start.checked_add(usize::try_from(size).ok()?)?;
-    data.get(start..end)
-}
-
-fn be32(data: &[u8], at: usize) -> Option<u32> {
-    let bytes = data.get(at..at.checked_add(4)?)?;
-    Some(u32::from_be_bytes(bytes.try_into().ok()?))
-}
-
-const CSMAGIC_EMBEDDED_SIGNATURE: u32 = 0xfade_0cc0;
-const CSMAGIC_CODEDIRECTORY: u32 = 0xfade_0c02;
-const CSSLOT_CODEDIRECTORY: u32 = 0;
-const CS_ADHOC: u32 = 0x2;
-const CS_LINKER_SIGNED: u32 = 0x2_0000;
-const CS_HASHTYPE_SHA256: u8 = 2;
-
-/// Reads the embedded signature's code directory and checks its page hashes against `data`.
-fn read_signature(data: &[u8], offset: u32, size: u32) -> Result<Signature, String> {
-    let blob = slice(data, offset, size)
-        .ok_or("LC_CODE_SIGNATURE points outside the file (truncated?)")?;
-    if be32(blob, 0) != Some(CSMAGIC_EMBEDDED_SIGNATURE) {
-        return Err("LC_CODE_SIGNATURE data is not an embedded signature superblob".into());
-    }
-    let count = be32(blob, 8).ok_or("signature superblob truncated")? as usize;
-    let directory = (0..count.min(64))
-        .filter_map(|i| {
-            let kind = be32(blob, 12 + i * 8)?;
-            let at = be32(blob, 16 + i * 8)? as usize;
-            (kind == CSSLOT_CODEDIRECTORY).then_some(at)
-        })
-        .next()
-        .ok_or("signature has no code directory")?;
-    let cd = blob
-        .get(directory..)
-        .ok_or("code directory outside the signature")?;
-    if be32(cd, 0) != Some(CSMAGIC_CODEDIRECTORY) {
-        return Err("code directory has a bad magic number".into());
-    }
-    let field = |at: usize| be32(cd, at).ok_or("code directory truncated");
-    let flags = field(12)?;
-    let hash_offset = field(16)? as usize;
-    let ident_offset = field(20)? as usize;
-    let code_slots = field(28)? as usize;
-    let code_limit = field(32)? as usize;
-    let [hash_size, hash_type, _platform, page_log2] = field(36)?.to_be_bytes();
-    let identifier = cd
-        .get(ident_offset..)
-        .map(|rest| String::from_utf8_lossy(trim_nul(rest)).into_owned())
-        .unwrap_or_default();
-    let hash = if hash_type == CS_HASHTYPE_SHA256 {
-        "SHA-256"
-    } else {
-        "non-SHA-256"
-    };
-    let pages_verified = verify_pages(
-        data,
-        cd,
-        offset as usize,
-        (hash_offset, code_slots, code_limit),
-        (hash_size, hash_type, page_log2),
-    );
-    Ok(Signature {
-        ad_hoc: flags & CS_ADHOC != 0,
-        linker_signed: flags & CS_LINKER_SIGNED != 0,
-        identifier,
-        hash,
-        pages: code_slots,
-        pages_verified,
-    })
-}
-
-fn verify_pages(
-    data: &[u8],
-    cd: &[u8],
-    signature_offset: usize,
-    (hash_offset, code_slots, code_limit): (usize, usize, usize),
-    (hash_size, hash_type, page_log2): (u8, u8, u8),
-) -> Result<(), String> {
-    if hash_type != CS_HASHTYPE_SHA256 || hash_size != 32 {
-        return Err(format!(
-            "page hashes not checked: hash type {hash_type} size {hash_size}, expected SHA-256"
-        ));
-    }
-    if code_limit != signature_offset {
-        return Err(format!(
-            "code limit {code_limit} does not reach the signature at {signature_offset}"
-        ));
-    }
-    if !(12..=16).contains(&page_log2) {
-        return Err(format!("unexpected page size 2^{page_log2}"));
-    }
-    let page = 1usize << page_log2;
-    let code = data.get(..code_limit).ok_or("code limit beyond the file")?;
-    if code_slots != code.len().div_ceil(page) {
-        return Err(format!(
-            "{code_slots} page hashes for {} pages of code",
-            code.len().div_ceil(page)
-        ));
-    }
-    for (index, chunk) in code.chunks(page).enumerate() {
-        let at = hash_offset + index * 32;
-        let expected = cd.get(at..at + 32).ok_or("page hash table truncated")?;
-        if Sha256::digest(chunk).as_slice() != expected {
-            return Err(format!(
-                "page {index} (bytes {}..{}) does not match its hash: the file changed after \
-                 signing, macOS would refuse to load it",
-                index * page,
-                index * page + chunk.len()
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn uleb(data: &[u8], at: &mut usize) -> Result<u64, String> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *data.get(*at).ok_or("export trie: truncated number")?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err("export trie: number too long".into())
-}
-
-/// The names in a dyld export trie (`LC_DYLD_INFO.export_off` or `LC_DYLD_EXPORTS_TRIE`).
-pub fn read_export_trie(trie: &[u8]) -> Result<Vec<String>, String> {
-    let mut names = Vec::new();
-    if trie.is_empty() {
-        return Ok(names);
-    }
-    // (node offset, prefix so far); the visit budget guards against cycles in bad input.
-    let mut stack = vec![(0usize, Vec::<u8>::new())];
-    let mut budget = trie.len() + 1;
-    while let Some((node, prefix)) = stack.pop() {
-        budget = budget.checked_sub(1).ok_or("export trie: cycle")?;
-        let mut at = node;
-        let terminal = uleb(trie, &mut at)? as usize;
-        if terminal > 0 {
-            names.push(String::from_utf8_lossy(&prefix).into_owned());
-        }
-        at = at
-            .checked_add(terminal)
-            .filter(|&a| a < trie.len())
-            .ok_or("export trie: node outside the trie")?;
-        let children = trie[at];
-        at += 1;
-        for _ in 0..children {
-            let label_len = trie
-                .get(at..)
-                .and_then(|rest| rest.iter().position(|&b| b == 0))
-                .ok_or("export trie: unterminated edge label")?;
-            let mut name = prefix.clone();
-            name.extend_from_slice(&trie[at..at + label_len]);
-            at += label_len + 1;
-            let child = uleb(trie, &mut at)? as usize;
-            if child >= trie.len() {
-                return Err("export trie: child outside the trie".into());
-            }
-            stack.push((child, name));
-        }
-    }
-    Ok(names)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capshim_macho::{CodeDirectory, SectionFact};
+    use object::Endianness;
 
     /// The libcapshim.dylib of the last `cargo xtask dist`, when there is one.
     fn built_dylib() -> Option<Vec<u8>> {
@@ -750,7 +381,7 @@ mod tests {
                 section_type: macho::S_MOD_INIT_FUNC_POINTERS,
             }],
             has_routines: false,
-            signature: Ok(Signature {
+            signature: Ok(CodeDirectory {
                 ad_hoc: true,
                 linker_signed: true,
                 identifier: "libcapshim.dylib".into(),
@@ -884,31 +515,6 @@ mod tests {
     }
 
     #[test]
-    fn linux_files_are_not_macho() {
-        // This test binary is an ELF file on Linux (and a Mach-O executable on a Mac).
-        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        if cfg!(target_os = "linux") {
-            let error = inspect(&exe).unwrap_err();
-            assert!(error.to_string().contains("not a Mach-O"), "{error}");
-        }
-        let so = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../target/release/libcapshim.so");
-        if let Ok(so) = std::fs::read(so) {
-            assert!(
-                inspect(&so)
-                    .unwrap_err()
-                    .to_string()
-                    .contains("not a Mach-O")
-            );
-        }
-        assert!(matches!(
-            inspect(b"plain text, not a binary"),
-            Err(InspectError::NotMachO(_))
-        ));
-        assert!(inspect(&[]).is_err());
-    }
-
-    #[test]
     fn object_files_fail_the_shim_rules() {
         use object::write::Object;
         use object::{Architecture, BinaryFormat};
@@ -919,7 +525,7 @@ mod tests {
         )
         .write()
         .unwrap();
-        let facts = inspect(&obj).unwrap();
+        let facts = Facts::read(&obj).unwrap();
         let failed = failing(&facts);
         for rule in [
             "format",
@@ -933,44 +539,20 @@ mod tests {
     }
 
     #[test]
-    fn export_trie_parsing() {
-        // root: not terminal, 2 children "_a" -> node A, "_b" -> node B; both terminal.
-        let mut trie = vec![0u8, 2];
-        trie.extend_from_slice(b"_a\0");
-        let a_offset = trie.len();
-        trie.push(0); // patched below
-        trie.extend_from_slice(b"_b\0");
-        trie.push(0);
-        let node_a = trie.len();
-        trie.extend_from_slice(&[2, 0, 0x10, 0]); // terminal: flags 0, addr 0x10; 0 children
-        let node_b = trie.len();
-        trie.extend_from_slice(&[2, 0, 0x20, 0]);
-        trie[a_offset] = node_a as u8;
-        trie[a_offset + 4] = node_b as u8;
-        let mut names = read_export_trie(&trie).unwrap();
-        names.sort();
-        assert_eq!(names, ["_a", "_b"]);
-        assert!(read_export_trie(&[]).unwrap().is_empty());
-        // A child pointing at the root forms a cycle: rejected, not a hang.
-        assert!(read_export_trie(&[0, 1, b'x', 0, 0]).is_err());
-        assert!(read_export_trie(&[0, 1, b'x']).is_err());
-    }
-
-    #[test]
     fn real_dylib_passes_and_tampering_fails() {
         let Some(dylib) = built_dylib() else { return };
-        let facts = inspect(&dylib).unwrap();
+        let facts = Facts::read(&dylib).unwrap();
         let checks = check_shim(&facts);
         assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
 
         // One flipped byte in the code is caught by the page hashes.
         let mut tampered = dylib.clone();
         tampered[0x2000] ^= 0xff;
-        assert_eq!(failing(&inspect(&tampered).unwrap()), ["signature"]);
+        assert_eq!(failing(&Facts::read(&tampered).unwrap()), ["signature"]);
 
         // Truncating the signature away is caught too.
         let truncated = &dylib[..dylib.len() - 64];
-        if let Ok(facts) = inspect(truncated) {
+        if let Ok(facts) = Facts::read(truncated) {
             assert!(failing(&facts).contains(&"signature"));
         }
     }

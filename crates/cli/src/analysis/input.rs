@@ -1,0 +1,53 @@
+//! What `analyze` reads: the arms, each with its llama-bench outputs and what the run
+//! reported.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::llama::{Activation, BenchRow, MetalReport};
+
+/// What an arm is compared as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The reference for speedups (a guest without the shim).
+    Stock,
+    /// The bare-metal reference for percent of host.
+    Host,
+    /// Any other arm: a profile, a second stock arm for an A/A check...
+    Other,
+}
+
+/// One llama-bench output file of an arm.
+#[derive(Clone, Debug)]
+pub struct RunInput {
+    /// 1-based round (for a bundle) or file position (for `report --arm`).
+    pub round: u32,
+    /// Where it came from, for error messages.
+    pub path: PathBuf,
+    /// Its results.
+    pub rows: Vec<BenchRow>,
+}
+
+/// One arm's inputs.
+#[derive(Clone, Debug)]
+pub struct ArmInput {
+    /// The arm's name: a column of the table.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Arms of one bundle share a group; an arm is compared only with the stock and host arms
+    /// of its own group, or with a reference that applies to all (an arm without a group, or
+    /// one with `reference_for_all`).
+    pub group: Option<String>,
+    /// Named explicitly with `report --stock` / `--host`: the reference of every arm, whatever
+    /// its group.
+    pub reference_for_all: bool,
+    /// Its llama-bench outputs.
+    pub runs: Vec<RunInput>,
+    /// What ggml-metal reported in each run, when stderr was captured (bench bundles).
+    pub metal: Vec<(u32, MetalReport)>,
+    /// What the shim reported, when the run was launched by `capshim bench`.
+    pub activation: Option<Activation>,
+}

@@ -1,0 +1,155 @@
+//! One row per test: each arm's samples merged over its runs, measured, and compared with the
+//! stock and host arms that are its references.
+
+use super::input::{ArmInput, Role};
+use super::summary::{ArmStats, Ordered, RoundStats, Row};
+use super::{stats, warnings};
+use crate::llama::{ModelId, TestKey};
+
+/// One arm's samples of one test: all of them, and per round.
+struct Merged {
+    samples: Vec<f64>,
+    rounds: Vec<(u32, Vec<f64>)>,
+}
+
+/// `arm`'s samples of test `key`; `None` when it has none.
+fn merged(arm: &ArmInput, key: TestKey) -> Option<Merged> {
+    let mut m = Merged {
+        samples: Vec::new(),
+        rounds: Vec::new(),
+    };
+    for run in &arm.runs {
+        for row in run.rows.iter().filter(|r| r.key == key) {
+            m.samples.extend(&row.samples_ts);
+            match m.rounds.iter_mut().find(|(r, _)| *r == run.round) {
+                Some((_, v)) => v.extend(&row.samples_ts),
+                None => m.rounds.push((run.round, row.samples_ts.clone())),
+            }
+        }
+    }
+    (!m.samples.is_empty()).then_some(m)
+}
+
+/// `arm`'s reference of `role` among `arms`. Never another bundle's reference: one's own
+/// group's, else one meant for every arm.
+fn reference<'a>(arms: &'a [ArmInput], arm: &ArmInput, role: Role) -> Option<&'a ArmInput> {
+    let global = |a: &&ArmInput| a.role == role && (a.group.is_none() || a.reference_for_all);
+    arms.iter()
+        .find(|a| a.role == role && a.reference_for_all)
+        .or_else(|| {
+            arms.iter()
+                .find(|a| a.role == role && a.group.is_some() && a.group == arm.group)
+        })
+        .or_else(|| arms.iter().find(global))
+}
+
+/// The rows of the table, tests in order of first appearance, arms in display `order`;
+/// noise warnings are added to `warnings`. `models` holds each arm's model.
+pub fn rows(
+    arms: &[ArmInput],
+    order: &[&ArmInput],
+    models: &[(String, ModelId)],
+    warnings: &mut Vec<String>,
+) -> Vec<Row> {
+    // Tests in order of first appearance.
+    let mut keys: Vec<TestKey> = Vec::new();
+    for arm in order {
+        for run in &arm.runs {
+            for row in &run.rows {
+                if !keys.contains(&row.key) {
+                    keys.push(row.key);
+                }
+            }
+        }
+    }
+
+    let mut rows = Vec::new();
+    for key in keys {
+        let mut cells = Vec::new();
+        for arm in order {
+            let Some(m) = merged(arm, key) else {
+                cells.push((arm.name.clone(), None));
+                continue;
+            };
+            let median = stats::median(&m.samples).expect("non-empty");
+            let (min, max) = stats::range(&m.samples).expect("non-empty");
+            let stock = reference(arms, arm, Role::Stock)
+                .filter(|s| s.name != arm.name)
+                .and_then(|s| merged(s, key));
+            let host = reference(arms, arm, Role::Host)
+                .filter(|h| h.name != arm.name)
+                .and_then(|h| merged(h, key));
+            let cv = stats::coefficient_of_variation(&m.samples);
+            let mut noise = Vec::new();
+            if let Some(cv) = cv.filter(|cv| *cv > stats::CV_WARNING) {
+                noise.push(warnings::samples_vary(cv));
+            }
+            let rounds: Vec<RoundStats> = m
+                .rounds
+                .iter()
+                .map(|(round, v)| RoundStats {
+                    round: *round,
+                    median_ts: stats::median(v).expect("non-empty"),
+                    samples: v.len(),
+                })
+                .collect();
+            let round_medians: Vec<f64> = rounds.iter().map(|r| r.median_ts).collect();
+            if let Some(drift) =
+                stats::round_drift(&round_medians, median).filter(|d| *d > stats::DRIFT_WARNING)
+            {
+                let each: Vec<String> = rounds
+                    .iter()
+                    .map(|r| format!("r{} {:.2}", r.round, r.median_ts))
+                    .collect();
+                noise.push(warnings::rounds_drift(drift, &each));
+            }
+            if !noise.is_empty() {
+                warnings.push(warnings::noisy(&arm.name, key, &noise));
+            }
+            let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
+            let host_median = host.as_ref().and_then(|h| stats::median(&h.samples));
+            cells.push((
+                arm.name.clone(),
+                Some(ArmStats {
+                    median_ts: median,
+                    min_ts: min,
+                    max_ts: max,
+                    samples: m.samples.len(),
+                    speedup_vs_stock: stock_median.map(|s| median / s),
+                    percent_of_host: host_median.map(|h| 100.0 * median / h),
+                    speedup_ci95: stock.as_ref().and_then(|s| {
+                        let groups = |m: &Merged| -> Vec<Vec<f64>> {
+                            m.rounds.iter().map(|(_, v)| v.clone()).collect()
+                        };
+                        let (num, den) = (groups(&m), groups(s));
+                        let num: Vec<&[f64]> = num.iter().map(Vec::as_slice).collect();
+                        let den: Vec<&[f64]> = den.iter().map(Vec::as_slice).collect();
+                        stats::bootstrap_ratio_ci(&num, &den)
+                    }),
+                    cv,
+                    rounds,
+                    samples_ts: m.samples.clone(),
+                }),
+            ));
+        }
+        let label_arm = order
+            .iter()
+            .find(|a| a.role == Role::Stock)
+            .or(order.first())
+            .map(|a| a.name.as_str());
+        let model = models
+            .iter()
+            .find(|(n, _)| Some(n.as_str()) == label_arm)
+            .map(|(_, m)| m.label())
+            .unwrap_or_default();
+        rows.push(Row {
+            test: key.name(),
+            n_prompt: key.n_prompt,
+            n_gen: key.n_gen,
+            n_depth: key.n_depth,
+            model,
+            arms: Ordered(cells),
+        });
+    }
+    rows
+}

@@ -1,0 +1,120 @@
+//! What `analyze` returns: per test and arm, the statistics, speedups and percent of host;
+//! per arm, its role, model, reported capabilities, activation and llama.cpp builds; and
+//! the warnings. `summary.json` is this, serialized.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use super::input::Role;
+use super::stats::Interval;
+use crate::llama::{Activation, MetalReport, ModelId};
+
+/// Statistics of one arm on one test, in tokens/s.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmStats {
+    /// Median of `samples_ts`, in tokens/s.
+    pub median_ts: f64,
+    /// Smallest sample, in tokens/s.
+    pub min_ts: f64,
+    /// Largest sample, in tokens/s.
+    pub max_ts: f64,
+    /// Number of samples.
+    pub samples: usize,
+    /// This arm's median / the stock arm's median; `null` for the stock arm itself or without one.
+    pub speedup_vs_stock: Option<f64>,
+    /// 100 × this arm's median / the host arm's median; `null` for the host arm itself or without one.
+    pub percent_of_host: Option<f64>,
+    /// 95% bootstrap interval of `speedup_vs_stock`.
+    pub speedup_ci95: Option<Interval>,
+    /// Coefficient of variation of the samples (standard deviation / mean).
+    pub cv: Option<f64>,
+    /// Per round (or per file): median and sample count.
+    pub rounds: Vec<RoundStats>,
+    /// Every sample, in tokens/s, in file order.
+    pub samples_ts: Vec<f64>,
+}
+
+/// One round's share of an arm's samples.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RoundStats {
+    /// 1-based round.
+    pub round: u32,
+    /// Median of the round's samples, in tokens/s.
+    pub median_ts: f64,
+    /// Number of samples in the round.
+    pub samples: usize,
+}
+
+/// An ordered name → value map that serializes as a JSON object in insertion order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ordered<T>(pub Vec<(String, T)>);
+
+impl<T> Ordered<T> {
+    /// The value for `name`.
+    pub fn get(&self, name: &str) -> Option<&T> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
+impl<T: Serialize> Serialize for Ordered<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// One test: every arm's statistics, `null` where an arm lacks the test.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// llama-bench's name, e.g. `pp512`.
+    pub test: String,
+    /// Prompt tokens.
+    pub n_prompt: u64,
+    /// Generated tokens.
+    pub n_gen: u64,
+    /// Context depth, in tokens.
+    pub n_depth: u64,
+    /// Model label (file name without `.gguf`).
+    pub model: String,
+    /// Per arm, in display order.
+    pub arms: Ordered<Option<ArmStats>>,
+}
+
+/// Everything `report` prints and `bench` stores in `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// One entry per test, in the order llama-bench ran them.
+    pub rows: Vec<Row>,
+    /// Arm names in display order: host, stock, then the others.
+    pub arm_order: Vec<String>,
+    /// The stock arm's name, if any.
+    pub stock: Option<String>,
+    /// The host arm's name, if any.
+    pub host: Option<String>,
+    /// Each arm's role.
+    pub roles: Ordered<Role>,
+    /// Each arm's model.
+    pub models: Ordered<ModelId>,
+    /// What ggml-metal reported per arm (first run; bench bundles only).
+    pub capabilities: Ordered<MetalReport>,
+    /// What the shim reported per arm (bench bundles only).
+    pub activation: Ordered<Activation>,
+    /// llama.cpp builds seen, as `build_number (build_commit)`, per arm.
+    pub llama_cpp_builds: Ordered<String>,
+    /// Things a reader must know before trusting the figures.
+    pub warnings: Vec<String>,
+}
+
+impl Summary {
+    /// Arms that are neither stock nor host, in display order.
+    pub fn other_arms(&self) -> Vec<&str> {
+        self.arm_order
+            .iter()
+            .filter(|a| self.roles.get(a) == Some(&Role::Other))
+            .map(String::as_str)
+            .collect()
+    }
+}

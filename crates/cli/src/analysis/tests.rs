@@ -1,0 +1,310 @@
+//! Tests of [`analyze`](super::analyze), and the arms and rows other tests build inputs from.
+
+use super::*;
+
+/// A row of `model` with `samples` for test (p, g).
+pub(crate) fn row(model: &str, p: u64, g: u64, samples: &[f64]) -> BenchRow {
+    BenchRow {
+        key: TestKey {
+            n_prompt: p,
+            n_gen: g,
+            n_depth: 0,
+        },
+        model: ModelId {
+            filename: format!("/m/{model}.gguf"),
+            model_type: model.to_string(),
+            size_bytes: Some(1000),
+            n_params: Some(10),
+        },
+        samples_ts: samples.to_vec(),
+        build_commit: Some("abc123".into()),
+        build_number: Some(42),
+        backends: None,
+        n_threads: None,
+        n_gpu_layers: None,
+        settings: Vec::new(),
+    }
+}
+
+fn with(mut row: BenchRow, field: &str, value: &str) -> BenchRow {
+    row.settings.push((field.into(), value.into()));
+    row
+}
+
+#[test]
+fn each_bundle_is_compared_within_itself() {
+    let grouped = |name: &str, role, group: &str, v: f64| {
+        let mut a = arm(name, role, vec![vec![row("m", 512, 0, &[v])]]);
+        a.group = Some(group.into());
+        a
+    };
+    let inputs = vec![
+        grouped("a/host", Role::Host, "a", 200.0),
+        grouped("a/stock", Role::Stock, "a", 10.0),
+        grouped("b/stock", Role::Stock, "b", 20.0),
+        grouped("b/u", Role::Other, "b", 100.0),
+    ];
+    let s = analyze(&inputs).unwrap();
+    let cell = |s: &Summary, arm: &str| s.rows[0].arms.get(arm).unwrap().clone().unwrap();
+    assert_eq!(cell(&s, "a/stock").percent_of_host, Some(5.0));
+    // b has no host arm: a's is not b's reference.
+    assert_eq!(cell(&s, "b/u").percent_of_host, None);
+    assert_eq!(cell(&s, "b/stock").percent_of_host, None);
+    assert_eq!(cell(&s, "b/u").speedup_vs_stock, Some(5.0));
+    // An explicit reference (report --host a/host) applies to every arm.
+    let mut explicit = inputs.clone();
+    explicit[0].reference_for_all = true;
+    let s = analyze(&explicit).unwrap();
+    assert_eq!(cell(&s, "b/u").percent_of_host, Some(50.0));
+    assert_eq!(cell(&s, "b/u").speedup_vs_stock, Some(5.0));
+}
+
+#[test]
+fn rows_of_one_test_with_different_settings_are_not_pooled() {
+    // `llama-bench -t 1,2` writes two pp512 rows into one file.
+    let err = analyze(&[arm(
+        "stock",
+        Role::Stock,
+        vec![vec![
+            with(row("m", 512, 0, &[1.0]), "n_threads", "1"),
+            with(row("m", 512, 0, &[2.0]), "n_threads", "2"),
+        ]],
+    )])
+    .unwrap_err()
+    .to_string();
+    for part in [
+        "arm stock, test pp512",
+        "stock-0.json",
+        "n_threads = 1",
+        "n_threads = 2",
+        "one value per option",
+        "after `--`",
+    ] {
+        assert!(err.contains(part), "{part:?} missing: {err}");
+    }
+    // Across two files of one arm.
+    let err = analyze(&[arm(
+        "u",
+        Role::Other,
+        vec![
+            vec![with(row("m", 512, 0, &[1.0]), "flash_attn", "false")],
+            vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")],
+        ],
+    )])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("u-0.json") && err.contains("u-1.json") && err.contains("flash_attn = false"),
+        "{err}"
+    );
+    // A field only one row has (another llama-bench build) is not a difference.
+    analyze(&[arm(
+        "u",
+        Role::Other,
+        vec![
+            vec![row("m", 512, 0, &[1.0])],
+            vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")],
+        ],
+    )])
+    .unwrap();
+    // Different tests may differ (llama-bench -p 512 -n 128 in one run is fine).
+    analyze(&[arm(
+        "u",
+        Role::Other,
+        vec![vec![
+            with(row("m", 512, 0, &[1.0]), "n_threads", "1"),
+            with(row("m", 0, 128, &[2.0]), "n_threads", "2"),
+        ]],
+    )])
+    .unwrap();
+    // Across arms: a warning, not an error.
+    let s = analyze(&[
+        arm(
+            "stock",
+            Role::Stock,
+            vec![vec![with(row("m", 512, 0, &[1.0]), "n_gpu_layers", "0")]],
+        ),
+        arm(
+            "u",
+            Role::Other,
+            vec![vec![with(row("m", 512, 0, &[2.0]), "n_gpu_layers", "99")]],
+        ),
+    ])
+    .unwrap();
+    assert!(
+        s.warnings.iter().any(|w| w.contains("test pp512")
+            && w.contains("n_gpu_layers = 0")
+            && w.contains("n_gpu_layers = 99")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+pub(crate) fn arm(name: &str, role: Role, runs: Vec<Vec<BenchRow>>) -> ArmInput {
+    ArmInput {
+        name: name.into(),
+        role,
+        group: None,
+        reference_for_all: false,
+        runs: runs
+            .into_iter()
+            .enumerate()
+            .map(|(i, rows)| RunInput {
+                round: i as u32 + 1,
+                path: PathBuf::from(format!("{name}-{i}.json")),
+                rows,
+            })
+            .collect(),
+        metal: Vec::new(),
+        activation: None,
+    }
+}
+
+#[test]
+fn medians_speedups_and_percent_of_host() {
+    let s = analyze(&[
+        arm(
+            "unlocked",
+            Role::Other,
+            vec![vec![row("m", 512, 0, &[90.0, 100.0, 110.0])]],
+        ),
+        arm(
+            "stock",
+            Role::Stock,
+            // even count over two files: median (9 + 11) / 2 = 10
+            vec![
+                vec![row("m", 512, 0, &[9.0, 12.0])],
+                vec![row("m", 512, 0, &[11.0, 8.0])],
+            ],
+        ),
+        arm("host", Role::Host, vec![vec![row("m", 512, 0, &[200.0])]]),
+    ])
+    .unwrap();
+    assert_eq!(s.arm_order, vec!["host", "stock", "unlocked"]);
+    assert_eq!(s.other_arms(), vec!["unlocked"]);
+    let r = &s.rows[0];
+    assert_eq!(r.test, "pp512");
+    let stock = r.arms.get("stock").unwrap().as_ref().unwrap();
+    assert_eq!(
+        (stock.median_ts, stock.min_ts, stock.max_ts, stock.samples),
+        (10.0, 8.0, 12.0, 4)
+    );
+    assert_eq!(stock.speedup_vs_stock, None);
+    assert_eq!(stock.percent_of_host, Some(5.0));
+    assert_eq!(stock.rounds.len(), 2);
+    assert_eq!(stock.rounds[0].median_ts, 10.5);
+    let unlocked = r.arms.get("unlocked").unwrap().as_ref().unwrap();
+    assert_eq!(unlocked.median_ts, 100.0);
+    assert_eq!(unlocked.speedup_vs_stock, Some(10.0));
+    assert_eq!(unlocked.percent_of_host, Some(50.0));
+    assert!(unlocked.speedup_ci95.unwrap().contains(10.0));
+    let host = r.arms.get("host").unwrap().as_ref().unwrap();
+    assert_eq!(host.percent_of_host, None);
+    assert_eq!(host.speedup_vs_stock, Some(20.0));
+    // 8..12 around 10 is a large spread: flagged.
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.starts_with("arm stock, pp512: samples vary")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn missing_rows_stay_missing() {
+    let s = analyze(&[
+        arm(
+            "stock",
+            Role::Stock,
+            vec![vec![row("m", 512, 0, &[10.0]), row("m", 0, 128, &[1.0])]],
+        ),
+        arm(
+            "unlocked",
+            Role::Other,
+            vec![vec![row("m", 512, 0, &[20.0])]],
+        ),
+    ])
+    .unwrap();
+    assert_eq!(s.rows.len(), 2);
+    assert_eq!(s.rows[1].test, "tg128");
+    assert_eq!(s.rows[1].arms.get("unlocked"), Some(&None));
+    assert_eq!(s.host, None);
+    let json = serde_json::to_value(&s.rows[1]).unwrap();
+    assert!(json["arms"]["unlocked"].is_null());
+    // Speedup against a stock arm that lacks the test is null, not zero.
+    let s = analyze(&[
+        arm("stock", Role::Stock, vec![vec![row("m", 512, 0, &[10.0])]]),
+        arm("u", Role::Other, vec![vec![row("m", 0, 128, &[20.0])]]),
+    ])
+    .unwrap();
+    let u = s.rows[1].arms.get("u").unwrap().as_ref().unwrap();
+    assert_eq!(u.speedup_vs_stock, None);
+}
+
+#[test]
+fn one_arm_one_model() {
+    let err = analyze(&[arm(
+        "stock",
+        Role::Stock,
+        vec![
+            vec![row("tiny", 512, 0, &[1.0])],
+            vec![row("gemma", 512, 0, &[1.0])],
+        ],
+    )])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("stock-0.json") && err.contains("stock-1.json"),
+        "{err}"
+    );
+    assert!(err.contains("run `capshim report` once per model"), "{err}");
+    // Different models across arms: allowed, with a warning.
+    let s = analyze(&[
+        arm(
+            "stock",
+            Role::Stock,
+            vec![vec![row("tiny", 512, 0, &[1.0])]],
+        ),
+        arm("u", Role::Other, vec![vec![row("gemma", 512, 0, &[1.0])]]),
+    ])
+    .unwrap();
+    assert!(
+        s.warnings[0].contains("different models"),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn drift_between_rounds_is_flagged() {
+    let s = analyze(&[arm(
+        "stock",
+        Role::Stock,
+        vec![
+            vec![row("m", 512, 0, &[100.0, 100.1, 100.2])],
+            vec![row("m", 512, 0, &[110.0, 110.1, 110.2])],
+        ],
+    )])
+    .unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("round medians drift apart")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn duplicate_and_empty_arms_are_refused() {
+    let a = arm("x", Role::Stock, vec![vec![row("m", 1, 0, &[1.0])]]);
+    assert!(matches!(
+        analyze(&[a.clone(), a]),
+        Err(AnalyzeError::DuplicateArm(_))
+    ));
+    assert!(matches!(
+        analyze(&[arm("y", Role::Other, vec![vec![]])]),
+        Err(AnalyzeError::EmptyArm(_))
+    ));
+}

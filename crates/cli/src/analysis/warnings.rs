@@ -1,0 +1,79 @@
+//! The text of every warning [`analyze`](super::analyze) gives: what a reader must know
+//! before trusting the figures, each naming the arm (and test) and what to do.
+
+use super::stats;
+use crate::llama::{ModelId, TestKey};
+
+/// Two arms ran one test with different llama-bench settings.
+pub fn settings_differ(
+    key: TestKey,
+    first_arm: &str,
+    arm: &str,
+    (field, a, b): (&str, &str, &str),
+) -> String {
+    format!(
+        "test {key}: arm {first_arm} ran with {field} = {a} but arm {arm} with {field} = {b}: \
+         the arms differ in more than the shim; rerun them with the same llama-bench options"
+    )
+}
+
+/// Two arms measured different models.
+pub fn different_models(arm: &str, model: &ModelId, first_arm: &str, first: &ModelId) -> String {
+    format!(
+        "arm {arm} measured {model} but arm {first_arm} measured {first}: \
+         the comparison is between different models"
+    )
+}
+
+/// Part of [`noisy`]: the samples' coefficient of variation `cv` is above
+/// [`stats::CV_WARNING`].
+pub fn samples_vary(cv: f64) -> String {
+    format!(
+        "samples vary by {:.1}% (coefficient of variation above {:.0}%)",
+        cv * 100.0,
+        stats::CV_WARNING * 100.0
+    )
+}
+
+/// Part of [`noisy`]: the round medians (`each`, as `r1 12.34`) spread by `drift` of the
+/// median, above [`stats::DRIFT_WARNING`].
+pub fn rounds_drift(drift: f64, each: &[String]) -> String {
+    format!(
+        "round medians drift apart by {:.1}% ({} tokens/s)",
+        drift * 100.0,
+        each.join(", ")
+    )
+}
+
+/// An arm's samples of one test are noisy, for the reasons given.
+pub fn noisy(arm: &str, key: TestKey, reasons: &[String]) -> String {
+    format!(
+        "arm {arm}, {key}: {}: another workload may have been running; rerun on a quiet machine",
+        reasons.join(" and ")
+    )
+}
+
+/// ggml-metal reported other capabilities in a later round than in the first.
+pub fn capabilities_differ(
+    arm: &str,
+    (round, other): (u32, &str),
+    (first_round, first): (u32, &str),
+) -> String {
+    format!(
+        "arm {arm}: ggml-metal reported different capabilities in round {round} ({other}) than in round {first_round} ({first})"
+    )
+}
+
+/// An arm meant to run with the shim ran stock; `why` is the activation's description.
+pub fn not_activated(arm: &str, why: &str) -> String {
+    format!("arm {arm}: {why}; its figures are a stock guest's, not an unlocked one's")
+}
+
+/// The shim hooked classes in an arm meant to run without it.
+pub fn hooked_without_shim(arm: &str, classes: &[String]) -> String {
+    format!(
+        "arm {arm}: the shim hooked {} although this arm runs without it; check the environment for \
+         DYLD_INSERT_LIBRARIES/LD_PRELOAD",
+        classes.join(", ")
+    )
+}

@@ -1,0 +1,65 @@
+//! Text helpers shared by the human-readable outputs (`explain`, `probe`): how a byte count,
+//! a yes/no answer, a list and a column table are written. A leaf: it imports nothing of
+//! the crate.
+
+/// `yes` or `no`.
+pub fn yes_no(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+/// `12009603072 bytes (11453.25 MiB)`; a count below 1 MiB is shown in bytes alone.
+pub fn bytes(value: u64) -> String {
+    if value >= 1 << 20 {
+        format!("{value} bytes ({:.2} MiB)", value as f64 / 1_048_576.0)
+    } else {
+        format!("{value} bytes")
+    }
+}
+
+/// The items joined with `, `, or `none` when there are none.
+pub fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// A plain-text table: a label column as wide as the longest label, then one 34-character
+/// column per value; `headers` (one per value column) form a first line when not empty.
+/// Trailing spaces are trimmed from every line.
+pub fn table(headers: &[&str], rows: Vec<(String, Vec<String>)>) -> String {
+    let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let column = 34;
+    let mut out = String::new();
+    if !headers.is_empty() {
+        let mut line = format!("{:<width$}", "");
+        for h in headers {
+            line.push_str(&format!("  {h:<column$}"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    for (label, values) in rows {
+        let mut line = format!("{label:<width$}");
+        for v in values {
+            line.push_str(&format!("  {v:<column$}"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_show_mebibytes_from_one_mebibyte() {
+        assert_eq!(bytes(32768), "32768 bytes");
+        assert_eq!(bytes(1 << 20), "1048576 bytes (1.00 MiB)");
+        assert_eq!(list_or_none(&[]), "none");
+        assert_eq!(list_or_none(&["a".into(), "b".into()]), "a, b");
+    }
+}

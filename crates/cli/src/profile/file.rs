@@ -1,0 +1,139 @@
+//! `--profile-file FILE.toml`: the fields `apple_family_max`, `max_threadgroup_memory` and
+//! `recommended_working_set_size` (each a TOML integer or a string in the shim's number
+//! syntax) and an optional `name`.
+
+use std::path::Path;
+
+use capshim_profile::number::parse_u64;
+use serde::Deserialize;
+
+use super::{Fields, ProfileArgsError};
+
+/// The fields of a `--profile-file` TOML file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    name: Option<String>,
+    apple_family_max: Option<FileNumber>,
+    max_threadgroup_memory: Option<FileNumber>,
+    recommended_working_set_size: Option<FileNumber>,
+}
+
+/// A number in a profile file: a TOML integer, or a string in the shim's number syntax.
+/// Read as any TOML value so that a float or other type is refused naming the field.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+struct FileNumber(toml::Value);
+
+impl FileNumber {
+    fn value(&self, field: &str) -> Result<u64, String> {
+        match &self.0 {
+            toml::Value::Integer(n) => {
+                u64::try_from(*n).map_err(|_| format!("{field} = {n} is negative"))
+            }
+            toml::Value::String(text) => parse_u64(text.as_bytes())
+                .map_err(|e| format!("{field} = {text:?} is not a number: {e}")),
+            other => Err(format!(
+                "{field} = {} is a {}; it must be an integer (e.g. {field} = 1007) or a number string (e.g. {field} = \"0x3ef\")",
+                match other {
+                    toml::Value::Float(f) => format!("{f:?}"),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    toml::Value::Datetime(d) => d.to_string(),
+                    toml::Value::Array(_) => "[…]".to_string(),
+                    _ => "{…}".to_string(),
+                },
+                other.type_str()
+            )),
+        }
+    }
+}
+
+/// Parses the text of a `--profile-file`. `path` is only used in messages.
+pub(super) fn parse(path: &Path, text: &str) -> Result<(Option<String>, Fields), ProfileArgsError> {
+    let bad = |message: String| ProfileArgsError::BadFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file: ProfileFile = toml::from_str(text).map_err(|e| bad(e.message().to_string()))?;
+    let number = |field: &str, value: &Option<FileNumber>| {
+        value
+            .as_ref()
+            .map(|v| v.value(field))
+            .transpose()
+            .map_err(bad)
+    };
+    let fields = Fields {
+        family_max: number("apple_family_max", &file.apple_family_max)?,
+        threadgroup_memory: number("max_threadgroup_memory", &file.max_threadgroup_memory)?,
+        working_set: number(
+            "recommended_working_set_size",
+            &file.recommended_working_set_size,
+        )?,
+    };
+    if fields.family_max.is_none() {
+        return Err(bad("apple_family_max is missing".to_string()));
+    }
+    Ok((file.name, fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::validate;
+    use super::*;
+    use capshim_profile::Profile;
+
+    #[test]
+    fn profile_files_accept_integers_and_shim_number_strings() {
+        let path = Path::new("p.toml");
+        let (name, f) = parse(
+            path,
+            "name = \"m1-64k\"\napple_family_max = 1007\nmax_threadgroup_memory = \"0x10000\"\n",
+        )
+        .unwrap();
+        assert_eq!(name.as_deref(), Some("m1-64k"));
+        assert_eq!(
+            validate(f).unwrap(),
+            Profile::new(1007, 65536, None).unwrap()
+        );
+
+        for (text, needle) in [
+            ("apple_family_max = -1", "negative"),
+            ("apple_family_max = \"64k\"", "not a number"),
+            (
+                "max_threadgroup_memory = 65536",
+                "apple_family_max is missing",
+            ),
+            ("apple_family_max = 1009\nthreadgroup = 1", "unknown field"),
+            ("apple_family_max = ", "p.toml"),
+        ] {
+            let err = parse(path, text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+            assert!(err.contains("p.toml"), "{err}");
+        }
+        let (_, f) = parse(path, "apple_family_max = 2002").unwrap();
+        assert!(matches!(validate(f), Err(ProfileArgsError::Refused(_))));
+    }
+
+    #[test]
+    fn a_float_in_a_profile_file_says_what_is_accepted() {
+        let path = Path::new("p.toml");
+        for (text, says) in [
+            (
+                "apple_family_max = 1007.0",
+                "apple_family_max = 1007.0 is a float",
+            ),
+            (
+                "apple_family_max = true",
+                "apple_family_max = true is a boolean",
+            ),
+        ] {
+            let err = parse(path, text).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(
+                err.contains("must be an integer") && err.contains("or a number string"),
+                "{err}"
+            );
+            assert!(err.contains("p.toml") && !err.contains("untagged"), "{err}");
+        }
+    }
+}

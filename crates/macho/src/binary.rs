@@ -1,0 +1,280 @@
+//! What a file is, as far as injection cares: a native binary (Mach-O, thin or universal,
+//! with each slice's architecture, whether it is a library, and its code signature; or ELF),
+//! a `#!` script, or something else. Reads only headers, load commands and the signature.
+
+use object::read::elf::FileHeader;
+use object::read::macho::{FatArch, MachHeader, MachOFatFile32, MachOFatFile64};
+use object::{FileKind, ReadRef, macho};
+
+use crate::arch::Arch;
+use crate::signature::Signature;
+
+/// The container format of a native binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Mach-O (thin or universal): macOS.
+    MachO,
+    /// ELF: Linux.
+    Elf,
+}
+
+/// One architecture slice of a binary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// Its architecture.
+    pub arch: Arch,
+    /// Whether it is a shared library (Mach-O MH_DYLIB; ELF ET_DYN, with or without an
+    /// interpreter).
+    pub shared_library: bool,
+    /// What its code signature says (Mach-O only; `None` when unsigned).
+    pub signature: Option<Signature>,
+}
+
+/// What a file is, as far as injection cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binary {
+    /// A native executable or library.
+    Native {
+        /// Mach-O or ELF.
+        format: Format,
+        /// One entry per architecture (several for a universal Mach-O).
+        slices: Vec<Slice>,
+    },
+    /// A `#!` script; the kernel runs its interpreter instead.
+    Script {
+        /// The interpreter path from the first line.
+        interpreter: String,
+    },
+    /// Not something capshim recognises.
+    Unknown,
+}
+
+impl Binary {
+    /// The architectures of a native binary (empty otherwise).
+    pub fn arches(&self) -> Vec<Arch> {
+        match self {
+            Binary::Native { slices, .. } => slices.iter().map(|s| s.arch).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn thin_slice<'data, Mach: MachHeader, R: ReadRef<'data>>(data: R, offset: u64) -> Option<Slice> {
+    let header = Mach::parse(data, offset).ok()?;
+    let endian = header.endian().ok()?;
+    Some(Slice {
+        arch: Arch::from_macho(header.cputype(endian), header.cpusubtype(endian)),
+        shared_library: header.filetype(endian) == macho::MH_DYLIB,
+        signature: Signature::read::<Mach, R>(header, endian, data, offset),
+    })
+}
+
+fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Vec<Slice> {
+    arches
+        .iter()
+        .map(|arch| {
+            // Each slice is read at its offset, never as a whole.
+            let offset: u64 = arch.offset().into();
+            let mut slice = match FileKind::parse_at(data, offset) {
+                Ok(FileKind::MachO64) => {
+                    thin_slice::<macho::MachHeader64<object::Endianness>, R>(data, offset)
+                }
+                Ok(FileKind::MachO32) => {
+                    thin_slice::<macho::MachHeader32<object::Endianness>, R>(data, offset)
+                }
+                _ => None,
+            }
+            .unwrap_or(Slice {
+                arch: Arch::Other(0, 0),
+                shared_library: false,
+                signature: None,
+            });
+            // The fat table is what the loader matches on.
+            slice.arch = Arch::from_macho(arch.cputype(), arch.cpusubtype());
+            slice
+        })
+        .collect()
+}
+
+/// How many bytes of a `#!` line are looked at.
+const SCRIPT_LINE: u64 = 4096;
+
+/// Reads what a file is from its bytes. Never fails: unreadable structures give
+/// [`Binary::Unknown`] or fewer details.
+pub fn inspect(data: &[u8]) -> Binary {
+    inspect_ref(data)
+}
+
+fn script<'data, R: ReadRef<'data>>(data: R) -> Option<Binary> {
+    if data.read_bytes_at(0, 2).ok()? != b"#!" {
+        return None;
+    }
+    let end = data.len().ok()?.min(SCRIPT_LINE);
+    let line = data
+        .read_bytes_at_until(2..end, b'\n')
+        .or_else(|()| data.read_bytes_at(2, end.saturating_sub(2)))
+        .ok()?;
+    let line = String::from_utf8_lossy(line);
+    let interpreter = line.split_whitespace().next().unwrap_or_default();
+    Some(Binary::Script {
+        interpreter: interpreter.to_string(),
+    })
+}
+
+fn elf<'data, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'data>>(data: R) -> Binary {
+    // Only the ELF header: e_type and e_machine.
+    let Ok(header) = Elf::parse(data) else {
+        return Binary::Unknown;
+    };
+    let Ok(endian) = header.endian() else {
+        return Binary::Unknown;
+    };
+    let arch = match header.e_machine(endian) {
+        object::elf::EM_X86_64 => Arch::X86_64,
+        object::elf::EM_AARCH64 => Arch::Arm64,
+        other => Arch::Other(u32::from(other), 0),
+    };
+    Binary::Native {
+        format: Format::Elf,
+        slices: vec![Slice {
+            arch,
+            // Any ET_DYN is a shared object the loader can preload, including one that
+            // also names an interpreter (libc.so.6, PIE executables).
+            shared_library: header.e_type(endian) == object::elf::ET_DYN,
+            signature: None,
+        }],
+    }
+}
+
+pub(crate) fn inspect_ref<'data, R: ReadRef<'data>>(data: R) -> Binary {
+    if let Some(script) = script(data) {
+        return script;
+    }
+    let Ok(kind) = FileKind::parse(data) else {
+        return Binary::Unknown;
+    };
+    let macho_slices = match kind {
+        FileKind::MachO64 => thin_slice::<macho::MachHeader64<object::Endianness>, R>(data, 0)
+            .into_iter()
+            .collect(),
+        FileKind::MachO32 => thin_slice::<macho::MachHeader32<object::Endianness>, R>(data, 0)
+            .into_iter()
+            .collect(),
+        FileKind::MachOFat32 => MachOFatFile32::parse(data)
+            .map(|fat| fat_slices(data, fat.arches()))
+            .unwrap_or_default(),
+        FileKind::MachOFat64 => MachOFatFile64::parse(data)
+            .map(|fat| fat_slices(data, fat.arches()))
+            .unwrap_or_default(),
+        FileKind::Elf32 => return elf::<object::elf::FileHeader32<object::Endianness>, R>(data),
+        FileKind::Elf64 => return elf::<object::elf::FileHeader64<object::Endianness>, R>(data),
+        _ => return Binary::Unknown,
+    };
+    if macho_slices.is_empty() {
+        return Binary::Unknown;
+    }
+    Binary::Native {
+        format: Format::MachO,
+        slices: macho_slices,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::{ALLOW_DYLD_ENV, CS_RUNTIME, DISABLE_LIBRARY_VALIDATION};
+    use crate::testdata::*;
+
+    #[test]
+    fn thin_and_universal_mach_o_architectures() {
+        let thin = inspect(&macho(macho::CPU_TYPE_ARM64, 0, macho::MH_DYLIB, None));
+        assert_eq!(thin.arches(), vec![Arch::Arm64]);
+        let Binary::Native { format, slices } = &thin else {
+            panic!("{thin:?}")
+        };
+        assert_eq!(*format, Format::MachO);
+        assert!(slices[0].shared_library && slices[0].signature.is_none());
+
+        let e = inspect(&macho(
+            macho::CPU_TYPE_ARM64,
+            macho::CPU_SUBTYPE_ARM64E | 0x8000_0000,
+            macho::MH_EXECUTE,
+            None,
+        ));
+        assert_eq!(e.arches(), vec![Arch::Arm64e]);
+
+        let fat = inspect(&universal(&[
+            (
+                macho::CPU_TYPE_X86_64,
+                3,
+                macho(macho::CPU_TYPE_X86_64, 3, macho::MH_EXECUTE, None),
+            ),
+            (
+                macho::CPU_TYPE_ARM64,
+                macho::CPU_SUBTYPE_ARM64E,
+                macho(
+                    macho::CPU_TYPE_ARM64,
+                    macho::CPU_SUBTYPE_ARM64E,
+                    macho::MH_EXECUTE,
+                    None,
+                ),
+            ),
+        ]));
+        assert_eq!(fat.arches(), vec![Arch::X86_64, Arch::Arm64e]);
+    }
+
+    fn signature_of(bytes: &[u8]) -> Option<Signature> {
+        match inspect(bytes) {
+            Binary::Native { slices, .. } => slices[0].signature,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hardened_runtime_and_entitlements_are_read() {
+        let plain = macho(
+            macho::CPU_TYPE_ARM64,
+            0,
+            macho::MH_EXECUTE,
+            Some((0x2, None)),
+        );
+        assert_eq!(signature_of(&plain), Some(Signature::default()));
+
+        let hardened = macho(
+            macho::CPU_TYPE_ARM64,
+            0,
+            macho::MH_EXECUTE,
+            Some((0x2 | CS_RUNTIME, None)),
+        );
+        assert_eq!(
+            signature_of(&hardened),
+            Some(Signature {
+                hardened_runtime: true,
+                ..Default::default()
+            })
+        );
+
+        let allowed = macho(
+            macho::CPU_TYPE_ARM64,
+            0,
+            macho::MH_EXECUTE,
+            Some((
+                CS_RUNTIME,
+                Some(&entitlements(&[ALLOW_DYLD_ENV, DISABLE_LIBRARY_VALIDATION])),
+            )),
+        );
+        assert_eq!(
+            signature_of(&allowed),
+            Some(Signature {
+                hardened_runtime: true,
+                allow_dyld_environment_variables: true,
+                disable_library_validation: true,
+            })
+        );
+        assert_eq!(
+            signature_of(&macho(macho::CPU_TYPE_ARM64, 0, macho::MH_EXECUTE, None)),
+            None
+        );
+        assert_eq!(Signature::parse(&[0xfa, 0xde]), None);
+    }
+}
