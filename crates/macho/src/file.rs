@@ -113,7 +113,7 @@ mod tests {
 
     use super::*;
     use crate::arch::Arch;
-    use crate::binary::{Format, inspect};
+    use crate::binary::inspect;
     use crate::testdata::*;
 
     #[cfg(target_os = "linux")]
@@ -165,7 +165,7 @@ mod tests {
         let Binary::Native { format, slices } = inspect(&me) else {
             panic!("test binary not recognised")
         };
-        assert_eq!(format, Format::Elf);
+        assert_eq!(format, crate::binary::Format::Elf);
         assert_eq!(Some(slices[0].arch), Arch::this_process());
         assert_eq!(
             inspect_file(&std::env::current_exe().unwrap()).unwrap(),

@@ -10,7 +10,6 @@
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
 
-use super::objc::ObjcRuntime;
 use super::objc::class_name_is;
 use super::{Class, Imp, Sel, Types, Watch, WatchUnavailable};
 
@@ -36,13 +35,7 @@ unsafe extern "C" {
 ///
 /// # Safety
 /// As [`crate::runtime::Runtime::replace`]: `imp` has the signature `types` describes.
-pub(super) unsafe fn replace(
-    _rt: &ObjcRuntime,
-    class: Class,
-    sel: Sel,
-    imp: Imp,
-    types: Types,
-) -> bool {
+pub(super) unsafe fn replace(class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
     // SAFETY: `class`/`sel` came from the runtime; the caller guarantees `imp` matches `types`
     // (the runtime's own encoding of the replaced method). The return value (the previous
     // implementation, or nil for an added override) says nothing about success; the hook

@@ -12,8 +12,8 @@
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
 
-use super::objc::{ObjcRuntime, class_getInstanceMethod, class_name_is};
-use super::{Class, Imp, Runtime, Sel, Types, Watch, WatchUnavailable};
+use super::objc::{class_getInstanceMethod, class_name_is, superclass};
+use super::{Class, Imp, Sel, Types, Watch, WatchUnavailable};
 
 /// Which runtime this module calls.
 pub(super) const KIND: &str = "gnu";
@@ -43,17 +43,11 @@ pub(super) fn link_classes() {
     unsafe { __objc_resolve_class_links() };
 }
 
-/// Makes `class` itself answer `sel` with `imp`; see [`Runtime::replace`].
+/// Makes `class` itself answer `sel` with `imp`; see [`crate::runtime::Runtime::replace`].
 ///
 /// # Safety
-/// As [`Runtime::replace`]: `imp` has the signature `types` describes.
-pub(super) unsafe fn replace(
-    rt: &ObjcRuntime,
-    class: Class,
-    sel: Sel,
-    imp: Imp,
-    types: Types,
-) -> bool {
+/// As [`crate::runtime::Runtime::replace`]: `imp` has the signature `types` describes.
+pub(super) unsafe fn replace(class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
     // The GNU runtime builds dispatch tables lazily, and until a class has its own, it
     // shares one placeholder table with every other such class; an update made then can
     // reach that shared table and so other classes (seen with a device subclass whose
@@ -65,7 +59,7 @@ pub(super) unsafe fn replace(
         // class_respondsToSelector installs the class's dispatch table under the runtime
         // lock and only reads otherwise.
         unsafe { class_respondsToSelector(current.as_ptr(), sel.as_ptr()) };
-        chain = rt.superclass(current);
+        chain = superclass(current);
     }
     // GNU's class_replaceMethod finds the method through the class hierarchy and so,
     // for an inherited method, changes the superclass's implementation for every
@@ -74,7 +68,7 @@ pub(super) unsafe fn replace(
     // SAFETY: `class` and `sel` came from the runtime; class_getInstanceMethod only
     // searches method lists.
     let method = unsafe { class_getInstanceMethod(class.as_ptr(), sel.as_ptr()) };
-    let inherited = match rt.superclass(class) {
+    let inherited = match superclass(class) {
         Some(superclass) => {
             // SAFETY: as above, for the superclass the runtime returned.
             let inherited = unsafe { class_getInstanceMethod(superclass.as_ptr(), sel.as_ptr()) };

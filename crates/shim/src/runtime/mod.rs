@@ -23,8 +23,40 @@ use apple as platform;
 #[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
 use gnu as platform;
 
-/// The runtime of this process (Apple's, or GCC's GNU runtime).
-pub use objc::ObjcRuntime as Native;
+/// The process's Objective-C runtime (Apple's, or GCC's GNU runtime); a unit struct because
+/// all state lives in the runtime.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Native;
+
+impl Runtime for Native {
+    fn look_up_class(&self, name: &CStr) -> Option<Class> {
+        objc::look_up_class(name)
+    }
+
+    fn selector(&self, name: &CStr) -> Sel {
+        objc::selector(name)
+    }
+
+    fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
+        // A method the class does not define is searched for in its superclasses, whose
+        // links must be set up by then.
+        platform::link_classes();
+        objc::resolve(class, sel)
+    }
+
+    unsafe fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
+        // SAFETY: forwarded from the caller: `imp` has the signature `types` describes.
+        imp.0 != 0 && unsafe { platform::replace(class, sel, imp, types) }
+    }
+
+    fn class_name(&self, class: Class) -> String {
+        objc::class_name(class)
+    }
+
+    fn superclass(&self, class: Class) -> Option<Class> {
+        objc::superclass(class)
+    }
+}
 
 /// Which runtime this build of the shim calls: `"apple"` or `"gnu"`.
 pub const KIND: &str = platform::KIND;

@@ -1,11 +1,11 @@
 //! The part of the Objective-C runtime C API that Apple's runtime and GCC's GNU runtime
-//! share, with the same names and meaning, and the [`Runtime`] operations built on it.
-//! What differs (replacing a method, reading an object's class, load notifications)
-//! lives in `apple.rs` and `gnu.rs`.
+//! share, with the same names and meaning, each behind a small function. What differs
+//! (replacing a method, reading an object's class, load notifications) lives in `apple.rs`
+//! and `gnu.rs`; both build on this file, never the other way round.
 
 use std::ffi::{CStr, c_char, c_void};
 
-use super::{Class, Imp, Resolved, Runtime, Sel, Types, platform};
+use super::{Class, Imp, Resolved, Sel, Types};
 
 #[link(name = "objc")]
 unsafe extern "C" {
@@ -18,9 +18,43 @@ unsafe extern "C" {
     fn class_getSuperclass(class: *mut c_void) -> *mut c_void;
 }
 
-/// The process's Objective-C runtime; a unit struct because all state lives in the runtime.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ObjcRuntime;
+/// `objc_lookUpClass`; see [`Runtime::look_up_class`](super::Runtime::look_up_class).
+pub(super) fn look_up_class(name: &CStr) -> Option<Class> {
+    // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass takes the runtime
+    // lock itself, so it must not be called under it (we never are), and returns Nil
+    // when the class is absent.
+    Class::from_runtime(unsafe { objc_lookUpClass(name.as_ptr()) })
+}
+
+/// `sel_registerName`.
+pub(super) fn selector(name: &CStr) -> Sel {
+    // SAFETY: `name` is a valid NUL-terminated string; the runtime copies it when interning.
+    Sel(unsafe { sel_registerName(name.as_ptr()) })
+}
+
+/// `class_getInstanceMethod` with the method's implementation and type encoding.
+pub(super) fn resolve(class: Class, sel: Sel) -> Option<Resolved> {
+    // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
+    // pointer) and `sel` from sel_registerName; the call searches method lists under the
+    // runtime lock, which we do not hold.
+    let method = unsafe { class_getInstanceMethod(class.as_ptr(), sel.as_ptr()) };
+    if method.is_null() {
+        return None;
+    }
+    // SAFETY: `method` is the non-null Method the runtime just returned; methods are
+    // never freed while their class is loaded, and these two calls take no lock.
+    let (imp, types) = unsafe {
+        (
+            method_getImplementation(method),
+            method_getTypeEncoding(method),
+        )
+    };
+    let types = Types::from_runtime(types)?;
+    (imp != 0).then_some(Resolved {
+        imp: Imp(imp),
+        types,
+    })
+}
 
 /// Whether `class` is named `name`, without allocating (called for every class the process
 /// initializes on Apple's runtime).
@@ -33,65 +67,22 @@ pub(super) fn class_name_is(class: Class, name: &CStr) -> bool {
     !actual.is_null() && unsafe { CStr::from_ptr(actual) } == name
 }
 
-impl Runtime for ObjcRuntime {
-    fn look_up_class(&self, name: &CStr) -> Option<Class> {
-        // SAFETY: `name` is a valid NUL-terminated string; objc_lookUpClass takes the runtime
-        // lock itself, so it must not be called under it (we never are), and returns Nil
-        // when the class is absent.
-        Class::from_runtime(unsafe { objc_lookUpClass(name.as_ptr()) })
+/// `class_getName`, lossily decoded; `?` when the runtime has none.
+pub(super) fn class_name(class: Class) -> String {
+    // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated
+    // name, which lives as long as the class.
+    let name = unsafe { class_getName(class.as_ptr()) };
+    if name.is_null() {
+        return String::from("?");
     }
+    // SAFETY: non-null and NUL-terminated, as above.
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
 
-    fn selector(&self, name: &CStr) -> Sel {
-        // SAFETY: `name` is a valid NUL-terminated string; the runtime copies it when interning.
-        Sel(unsafe { sel_registerName(name.as_ptr()) })
-    }
-
-    fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
-        // A method the class does not define is searched for in its superclasses, whose
-        // links must be set up by then.
-        platform::link_classes();
-        // SAFETY: `class` came from the runtime (objc_lookUpClass or an object's class
-        // pointer) and `sel` from sel_registerName; the call searches method lists under the
-        // runtime lock, which we do not hold.
-        let method = unsafe { class_getInstanceMethod(class.as_ptr(), sel.as_ptr()) };
-        if method.is_null() {
-            return None;
-        }
-        // SAFETY: `method` is the non-null Method the runtime just returned; methods are
-        // never freed while their class is loaded, and these two calls take no lock.
-        let (imp, types) = unsafe {
-            (
-                method_getImplementation(method),
-                method_getTypeEncoding(method),
-            )
-        };
-        let types = Types::from_runtime(types)?;
-        (imp != 0).then_some(Resolved {
-            imp: Imp(imp),
-            types,
-        })
-    }
-
-    unsafe fn replace(&self, class: Class, sel: Sel, imp: Imp, types: Types) -> bool {
-        // SAFETY: forwarded from the caller: `imp` has the signature `types` describes.
-        imp.0 != 0 && unsafe { platform::replace(self, class, sel, imp, types) }
-    }
-
-    fn class_name(&self, class: Class) -> String {
-        // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated
-        // name, which lives as long as the class.
-        let name = unsafe { class_getName(class.as_ptr()) };
-        if name.is_null() {
-            return String::from("?");
-        }
-        // SAFETY: non-null and NUL-terminated, as above.
-        unsafe { CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    fn superclass(&self, class: Class) -> Option<Class> {
-        // SAFETY: `class` came from the runtime; class_getSuperclass only reads it.
-        Class::from_runtime(unsafe { class_getSuperclass(class.as_ptr()) })
-    }
+/// `class_getSuperclass`; `None` at a root class.
+pub(super) fn superclass(class: Class) -> Option<Class> {
+    // SAFETY: `class` came from the runtime; class_getSuperclass only reads it.
+    Class::from_runtime(unsafe { class_getSuperclass(class.as_ptr()) })
 }

@@ -63,22 +63,24 @@ fn profile_dir() -> PathBuf {
 }
 
 /// `target/<profile>/libcapshim.so`, built by `cargo build` (cargo test builds the crate as an
-/// rlib only), and not older than the sources it is built from.
+/// rlib only), and not older than any source file it was built from (as listed in the
+/// dep-info file cargo writes beside it).
 fn gnu_shim() -> PathBuf {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
         let so = profile_dir().join("libcapshim.so");
-        assert!(
-            so.exists(),
-            "{} is missing: build the shim with cargo build -p capshim",
-            so.display()
-        );
+        let fix = "rebuild it with cargo build -p capshim";
+        assert!(so.exists(), "{} is missing: {fix}", so.display());
         let built = std::fs::metadata(&so).unwrap().modified().unwrap();
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for source in [manifest.join("src"), manifest.join("../profile/src")] {
+        let deps = std::fs::read_to_string(so.with_extension("d"))
+            .unwrap_or_else(|e| panic!("{}: {e}: {fix}", so.with_extension("d").display()));
+        let first = deps.lines().next().unwrap_or_default();
+        let (_, sources) = first.split_once(": ").expect("a make-style dep-info line");
+        for source in sources.split_whitespace().map(Path::new) {
+            let changed = std::fs::metadata(source).and_then(|m| m.modified());
             assert!(
-                newest_file(&source) <= built,
-                "{} is older than the sources in {}: rebuild it with cargo build -p capshim",
+                changed.is_ok_and(|t| t <= built),
+                "{} is older than {} (or it is gone): {fix}",
                 so.display(),
                 source.display()
             );
@@ -123,21 +125,6 @@ fn apple_model_shim() -> PathBuf {
             .join("libcapshim.so")
     })
     .clone()
-}
-
-fn newest_file(dir: &Path) -> std::time::SystemTime {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                newest_file(&path)
-            } else {
-                std::fs::metadata(&path).unwrap().modified().unwrap()
-            }
-        })
-        .max()
-        .unwrap_or(std::time::UNIX_EPOCH)
 }
 
 /// What a probe printed.
