@@ -136,7 +136,7 @@ fn writes_a_sealed_bundle_in_abba_order() {
     assert!(report_md.contains("- stock: GPU MTL0 (Apple Paravirtual device), MTLGPUFamilyApple5 (1005), simdgroup reduction false"), "{report_md}");
     assert!(report_md.contains("- apple9-64k: GPU MTL0 (Apple Paravirtual device), MTLGPUFamilyApple9 (1009), simdgroup reduction true"), "{report_md}");
     assert!(
-        report_md.contains("- apple9-64k: shim active, hooked MTLParavirtualDevice"),
+        report_md.contains("- apple9-64k: shim active, hooked AppleParavirtDevice"),
         "{report_md}"
     );
     assert!(report_md.contains("- stock: no shim"), "{report_md}");

@@ -16,7 +16,9 @@ pub enum ScopeArg {
     /// Children inherit the injection and the settings (the default)
     #[default]
     Children,
-    /// Only the launched process; the shim removes itself from its children's environment
+    /// Only the launched process (a same-pid re-exec, as a framework Python's launcher does,
+    /// included): children started after it hooked a device are not injected, earlier ones
+    /// stay stock
     Process,
 }
 

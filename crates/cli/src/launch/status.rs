@@ -4,7 +4,7 @@
 //!
 //! The shim appends one JSON object per event:
 //! `{"pid":123,"process":"probe","event":"active"|"inactive"|"hooked"|"failed",
-//!   "reason":null|"…","class":null|"MTLParavirtualDevice","profile":null|{…}}`.
+//!   "reason":null|"…","class":null|"AppleParavirtDevice","profile":null|{…}}`.
 //! "Activated" means at least one `hooked` event: a device class answers differently.
 
 use std::path::Path;
@@ -260,7 +260,7 @@ mod tests {
     use super::*;
 
     const ACTIVE: &str = r#"{"pid":10,"process":"probe","event":"active","reason":null,"class":null,"profile":{"apple_family_max":1009,"max_threadgroup_memory":65536,"recommended_working_set_size":null}}"#;
-    const HOOKED: &str = r#"{"pid":10,"process":"probe","event":"hooked","reason":null,"class":"MTLParavirtualDevice","profile":null}"#;
+    const HOOKED: &str = r#"{"pid":10,"process":"probe","event":"hooked","reason":null,"class":"AppleParavirtDevice","profile":null}"#;
     const SH_ACTIVE: &str = r#"{"pid":9,"process":"sh","event":"active","reason":null,"class":null,"profile":{"apple_family_max":1009,"max_threadgroup_memory":65536,"recommended_working_set_size":null}}"#;
 
     #[test]
@@ -276,7 +276,7 @@ mod tests {
         assert!(s.activated());
         assert_eq!(
             s.line(),
-            "capshim: activated: hooked MTLParavirtualDevice in probe (pid 10); stayed stock: sh (pid 9): configuration accepted but no Metal device was created"
+            "capshim: activated: hooked AppleParavirtDevice in probe (pid 10); stayed stock: sh (pid 9): configuration accepted but no Metal device was created"
         );
     }
 
@@ -295,7 +295,7 @@ mod tests {
         let text = [
             r#"{"pid":5,"process":"a","event":"inactive","reason":"CAPSHIM_APPLE_FAMILY_MAX=\"x\" is malformed","class":null,"profile":null}"#,
             r#"{"pid":6,"process":"b","event":"active","reason":null,"class":null,"profile":null}"#,
-            r#"{"pid":6,"process":"b","event":"failed","reason":"supportsFamily: not found","class":"MTLParavirtualDevice","profile":null}"#,
+            r#"{"pid":6,"process":"b","event":"failed","reason":"supportsFamily: not found","class":"AppleParavirtDevice","profile":null}"#,
             "{\"pid\":7,",
         ]
         .join("\n");
@@ -303,7 +303,7 @@ mod tests {
         assert!(!s.activated());
         assert_eq!(
             s.line(),
-            "capshim: not activated: a (pid 5): CAPSHIM_APPLE_FAMILY_MAX=\"x\" is malformed; b (pid 6): hook failed on MTLParavirtualDevice: supportsFamily: not found (1 unreadable status line(s) ignored)"
+            "capshim: not activated: a (pid 5): CAPSHIM_APPLE_FAMILY_MAX=\"x\" is malformed; b (pid 6): hook failed on AppleParavirtDevice: supportsFamily: not found (1 unreadable status line(s) ignored)"
         );
     }
 
@@ -320,7 +320,7 @@ mod tests {
                 .to_string(),
         );
         let line = Summary::from_lines(&lines.join("\n")).line();
-        assert!(line.starts_with("capshim: activated: hooked MTLParavirtualDevice in probe (pid 10); hook failed on OtherDevice in probe (pid 10): no IMP; stayed stock: sh (pid 20)"), "{line}");
+        assert!(line.starts_with("capshim: activated: hooked AppleParavirtDevice in probe (pid 10); hook failed on OtherDevice in probe (pid 10): no IMP; stayed stock: sh (pid 20)"), "{line}");
         assert!(line.ends_with("and 3 more"), "{line}");
     }
 
@@ -330,7 +330,7 @@ mod tests {
             StatusEvent::parse_file("s.jsonl", &format!("{ACTIVE}\n\n{HOOKED}\n")).unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].profile.as_ref().unwrap().apple_family_max, 1009);
-        assert_eq!(events[1].class.as_deref(), Some("MTLParavirtualDevice"));
+        assert_eq!(events[1].class.as_deref(), Some("AppleParavirtDevice"));
     }
 
     #[test]

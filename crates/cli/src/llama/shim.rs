@@ -268,9 +268,9 @@ mod tests {
             })
         );
         assert_eq!(
-            ShimLine::parse("capshim: hooked MTLParavirtualDevice in my tool (pid 9)\n"),
+            ShimLine::parse("capshim: hooked AppleParavirtDevice in my tool (pid 9)\n"),
             Some(ShimLine::Hooked {
-                class: "MTLParavirtualDevice".into(),
+                class: "AppleParavirtDevice".into(),
                 process: "my tool".into(),
                 pid: 9
             })
@@ -304,7 +304,7 @@ mod tests {
     }
 
     const STATUS: &str = r#"{"pid":123,"process":"llama-bench","event":"active","reason":null,"class":null,"profile":{"apple_family_max":1009,"max_threadgroup_memory":65536,"recommended_working_set_size":null}}
-{"pid":123,"process":"llama-bench","event":"hooked","reason":null,"class":"MTLParavirtualDevice","profile":null}
+{"pid":123,"process":"llama-bench","event":"hooked","reason":null,"class":"AppleParavirtDevice","profile":null}
 "#;
 
     #[test]
@@ -314,8 +314,8 @@ mod tests {
         assert_eq!(events[0].profile.as_ref().unwrap().apple_family_max, 1009);
         let a = Activation::from_evidence(true, &events, "");
         assert!(a.activated);
-        assert_eq!(a.hooked_classes, vec!["MTLParavirtualDevice"]);
-        assert_eq!(a.describe(), "shim active, hooked MTLParavirtualDevice");
+        assert_eq!(a.hooked_classes, vec!["AppleParavirtDevice"]);
+        assert_eq!(a.describe(), "shim active, hooked AppleParavirtDevice");
 
         // Active but nothing hooked: the answers never changed.
         let a = Activation::from_evidence(true, &events[..1], "");
@@ -341,7 +341,7 @@ mod tests {
         let a = Activation::from_evidence(
             true,
             &[],
-            "capshim: hooked MTLParavirtualDevice in llama-bench (pid 1)\n",
+            "capshim: hooked AppleParavirtDevice in llama-bench (pid 1)\n",
         );
         assert!(a.activated);
         assert_eq!(a.stderr_lines.len(), 1);

@@ -259,9 +259,9 @@ if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then scale=10; arm=unlocked; fi
 echo "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" >&2
 if [ "$arm" = unlocked ] && [ "$FAKE_HOOK" = 1 ]; then
   echo "capshim: active in llama-bench (pid $$): apple_family_max=$CAPSHIM_APPLE_FAMILY_MAX (Apple9) max_threadgroup_memory=$CAPSHIM_MAX_THREADGROUP_MEMORY recommended_working_set_size=unchanged scope=children" >&2
-  echo "capshim: hooked MTLParavirtualDevice in llama-bench (pid $$)" >&2
+  echo "capshim: hooked AppleParavirtDevice in llama-bench (pid $$)" >&2
   echo "{\"pid\":$$,\"process\":\"llama-bench\",\"event\":\"active\",\"reason\":null,\"class\":null,\"profile\":{\"apple_family_max\":1009,\"max_threadgroup_memory\":65536,\"recommended_working_set_size\":null}}" >> "$CAPSHIM_STATUS_FILE"
-  echo "{\"pid\":$$,\"process\":\"llama-bench\",\"event\":\"hooked\",\"reason\":null,\"class\":\"MTLParavirtualDevice\",\"profile\":null}" >> "$CAPSHIM_STATUS_FILE"
+  echo "{\"pid\":$$,\"process\":\"llama-bench\",\"event\":\"hooked\",\"reason\":null,\"class\":\"AppleParavirtDevice\",\"profile\":null}" >> "$CAPSHIM_STATUS_FILE"
   echo "ggml_metal_device_init: GPU family: MTLGPUFamilyApple9  (1009)" >&2
   echo "ggml_metal_device_init: simdgroup reduction   = true" >&2
   echo "ggml_metal_device_init: simdgroup matrix mul. = true" >&2
