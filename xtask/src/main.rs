@@ -4,6 +4,7 @@ mod checks;
 mod demo;
 mod dist;
 mod link;
+mod man;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,8 @@ enum Task {
     /// Cross-build libcapshim.dylib (and the capshim CLI) for aarch64-apple-darwin into
     /// dist/, and verify the Mach-O files.
     Dist(dist::Args),
+    /// Write the capshim(1) man pages (one per subcommand) into target/man.
+    Man(man::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().task {
         Task::Demo(args) => demo::run(args),
         Task::Dist(args) => dist::run(args),
+        Task::Man(args) => man::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

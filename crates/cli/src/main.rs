@@ -8,6 +8,7 @@ mod bundle;
 mod commands;
 mod deploy;
 mod device;
+mod docgen;
 mod explain;
 mod export;
 mod format;

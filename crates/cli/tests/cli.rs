@@ -335,3 +335,49 @@ fn a_float_in_a_profile_file_is_explained() {
                 .and(predicate::str::contains("untagged").not()),
         );
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_clap_definitions() {
+    let out = capshim().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        script.contains("_capshim()") && script.contains("bench"),
+        "{script}"
+    );
+    let bad = capshim().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = capshim()
+        .arg("man")
+        .arg("--out-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in [
+        "capshim.1",
+        "capshim-run.1",
+        "capshim-bench.1",
+        "capshim-host-enable.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}");
+    }
+    let again = capshim()
+        .arg("man")
+        .arg("--out-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "existing pages are not replaced without --force"
+    );
+}

@@ -2,8 +2,10 @@
 
 mod agent;
 mod bench;
+mod completions;
 mod explain;
 mod host;
+mod man;
 mod probe;
 mod profiles;
 mod report;
@@ -15,7 +17,7 @@ use clap::{Parser, Subcommand};
 
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
 #[derive(Debug, Parser)]
-#[command(name = "capshim", version, about, long_about = None)]
+#[command(name = "capshim", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,6 +36,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Turn llama-bench JSON files or evidence bundles into the comparison table.
     Report(report::ReportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(completions::CompletionsArgs),
+    /// Print or write the manual pages
+    Man(man::ManArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -47,5 +53,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Host(args) => host::execute(args),
         Command::Bench(args) => bench::execute(args),
         Command::Report(args) => report::execute(args),
+        Command::Completions(args) => completions::execute(args),
+        Command::Man(args) => man::execute(args),
     }
 }
