@@ -28,8 +28,9 @@ fn main() {
     for dir in [
         python.join("bin"),
         python.join("Resources/Python.app/Contents/MacOS"),
+        out.join("nohook"),
     ] {
-        std::fs::create_dir_all(&dir).expect("creating the simulated Python framework");
+        std::fs::create_dir_all(&dir).expect("creating the simulated guest's folders");
     }
     for step in steps(&out, &python) {
         let status = Command::new("gcc").args(&step.args).status();
@@ -68,7 +69,8 @@ fn steps(out: &Path, python: &Path) -> Vec<Step> {
     vec![
         step(
             "Metal without its hook point",
-            out.join("libMetalSimWithoutHookPoint.so"),
+            // Named as the real one, so that LD_LIBRARY_PATH=nohook gives the linked probe it.
+            out.join("nohook/libMetalSim.so"),
             &objc,
             &[
                 "-DMETAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT",

@@ -105,7 +105,9 @@ fn start() {
                 env::ONLY_PROCESS.primary,
                 shown(only)
             );
-            return report::inactive(&reason, true);
+            // Said on stderr by the first process only: the tools a matched workload starts
+            // (compilers, shells) stay stock quietly, in the status file.
+            return report::inactive(&reason, !matches!(lineage, Lineage::Child(_)));
         }
     }
     report::active(&config.profile, config.scope);
@@ -117,7 +119,12 @@ fn start() {
         report::failed("environment", why);
     }
     let after_first_hook: Option<fn()> = match config.scope {
-        Scope::Process => Some(release_environment),
+        Scope::Process => {
+            // A child fork()ed without exec keeps this library and its hooks: it is another
+            // process, so it answers stock.
+            scope::on_fork_child(hook::disarm_after_fork);
+            Some(release_environment)
+        }
         Scope::Children => None,
     };
     hook::arm(config.profile, after_first_hook);

@@ -22,7 +22,14 @@ struct Reporter {
     log: LogMode,
     status_file: Option<PathBuf>,
     process: String,
-    pid: u32,
+    /// Fixed in tests; `None` reads the live pid, which changes in a `fork()`ed child.
+    pid: Option<u32>,
+}
+
+impl Reporter {
+    fn pid(&self) -> u32 {
+        self.pid.unwrap_or_else(std::process::id)
+    }
 }
 
 static REPORTER: OnceLock<Reporter> = OnceLock::new();
@@ -37,7 +44,7 @@ pub fn init(outputs: Outputs, process: String) {
         log: outputs.log,
         status_file,
         process,
-        pid: std::process::id(),
+        pid: None,
     });
 }
 
@@ -56,7 +63,8 @@ pub fn active(profile: &Profile, scope: Scope) {
         |r| {
             format!(
                 "active in {} (pid {}): {profile} scope={scope}",
-                r.process, r.pid
+                r.process,
+                r.pid()
             )
         },
     );
@@ -71,7 +79,7 @@ pub fn inactive(reason: &str, say_it: bool) {
         LogMode::Off
     };
     emit(level, "inactive", Some(reason), None, None, |r| {
-        format!("staying stock in {} (pid {}): {reason}", r.process, r.pid)
+        format!("staying stock in {} (pid {}): {reason}", r.process, r.pid())
     });
 }
 
@@ -83,7 +91,7 @@ pub fn hooked(class: &str, profile: &Profile) {
         None,
         Some(class),
         Some(profile),
-        |r| format!("hooked {class} in {} (pid {})", r.process, r.pid),
+        |r| format!("hooked {class} in {} (pid {})", r.process, r.pid()),
     );
 }
 
@@ -98,7 +106,8 @@ pub fn failed(class: &str, reason: &str) {
         |r| {
             format!(
                 "hook failed on {class} in {} (pid {}): {reason}; staying stock",
-                r.process, r.pid
+                r.process,
+                r.pid()
             )
         },
     );
@@ -120,7 +129,8 @@ pub fn unanswerable(query: Query) {
         |r| {
             format!(
                 "no original -{selector} in {} (pid {}); answered 0",
-                r.process, r.pid
+                r.process,
+                r.pid()
             )
         },
     );
@@ -248,7 +258,7 @@ fn event_json(
     );
     format!(
         "{{\"pid\":{},\"process\":{},\"event\":{},\"reason\":{},\"class\":{},\"profile\":{}}}\n",
-        r.pid,
+        r.pid(),
         json_string(&r.process),
         json_string(event),
         text(reason),
@@ -295,7 +305,7 @@ mod tests {
             log: LogMode::Off,
             status_file: None,
             process: "llama \"bench\"".into(),
-            pid: 42,
+            pid: Some(42),
         };
         let p = Profile::new(1009, 65536, None).unwrap();
         assert_eq!(

@@ -136,6 +136,15 @@ fn has_other_threads() -> bool {
     }
 }
 
+/// Runs `handler` in the child after every `fork()` (`pthread_atfork`). The handler runs in a
+/// child that may hold no other thread, so it must only do what is async-signal-safe (set an
+/// atomic).
+pub fn on_fork_child(handler: extern "C" fn()) {
+    // SAFETY: pthread_atfork only records the handlers; `handler` is a function of this
+    // library, which an inserted library never unloads, and does only async-signal-safe work.
+    let _ = unsafe { libc::pthread_atfork(None, None, Some(handler)) };
+}
+
 /// Records this process as the owner (`CAPSHIM_OWNER_PID`), from the initializer.
 ///
 /// # Errors

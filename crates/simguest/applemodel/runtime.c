@@ -2,8 +2,13 @@
  * (runtime/objc-runtime-new.mm: look_up_class, lookUpImpOrForward, class_addMethod,
  * class_replaceMethod, method_setImplementation, method_exchangeImplementations,
  * objc_getClassList, objc_copyClassList) and answering with Apple's semantics where they differ
- * from GCC's (class_replaceMethod, object_getClass, objc_getRequiredClass). GCC's runtime does
- * the work underneath. */
+ * from GCC's (class_replaceMethod, object_getClass, objc_getRequiredClass, and a method lookup
+ * that misses: objc4's resolver messages the class, which initializes it).
+ *
+ * GCC's runtime does the work underneath. Its own calls to these names (it calls some of its
+ * public functions internally, sometimes under its own lock) go straight to GCC: they are not
+ * calls a client of Apple's runtime makes, and taking the model's lock inside GCC's lock could
+ * deadlock against a thread taking them in the other order. */
 #define _GNU_SOURCE
 #include "model.h"
 
@@ -20,6 +25,23 @@ applemodel_real(const char *name)
   return symbol;
 }
 
+/* Whether the return address `ra` lies in GCC's libobjc, i.e. GCC called itself. */
+static int
+called_by_gcc(void *ra)
+{
+  static void *gcc_base;
+  if (gcc_base == NULL)
+    {
+      Dl_info gcc;
+      if (dladdr(applemodel_real("sel_registerName"), &gcc) == 0)
+        return 0;
+      gcc_base = gcc.dli_fbase;
+    }
+  Dl_info caller;
+  return dladdr(ra, &caller) != 0 && caller.dli_fbase == gcc_base;
+}
+#define FROM_GCC() called_by_gcc(__builtin_return_address(0))
+
 typedef model_class (*class_by_name)(const char *);
 
 static model_class
@@ -35,18 +57,24 @@ locked_class_by_name(const char *real_name, const char *name)
 model_class
 objc_lookUpClass(const char *name)
 {
+  if (FROM_GCC())
+    return REAL(class_by_name, objc_lookUpClass)(name);
   return locked_class_by_name("objc_lookUpClass", name);
 }
 
 model_class
 objc_getClass(const char *name)
 {
+  if (FROM_GCC())
+    return REAL(class_by_name, objc_getClass)(name);
   return locked_class_by_name("objc_lookUpClass", name);
 }
 
 model_class
 objc_getMetaClass(const char *name)
 {
+  if (FROM_GCC())
+    return REAL(class_by_name, objc_getMetaClass)(name);
   model_class cls = locked_class_by_name("objc_lookUpClass", name);
   return cls != NULL ? REAL(model_class (*)(const char *), objc_getMetaClass)(name) : NULL;
 }
@@ -54,6 +82,8 @@ objc_getMetaClass(const char *name)
 model_class
 objc_getRequiredClass(const char *name)
 {
+  if (FROM_GCC())
+    return REAL(class_by_name, objc_getRequiredClass)(name);
   model_class cls = locked_class_by_name("objc_lookUpClass", name);
   if (cls == NULL)
     /* objc4: _objc_fatal("link error: class '%s' not found.", name) */
@@ -89,8 +119,10 @@ hierarchy_method_locked(model_class cls, model_sel sel)
 }
 
 /* objc4 searches method lists with runtimeLock held and releases it before running
- * +resolveInstanceMethod: (resolveMethod_locked), which GCC's function does for a method it
- * cannot find; so GCC's function runs here only when the search failed, lock released. */
+ * +resolveInstanceMethod: (resolveMethod_locked). That resolver message is a message to the
+ * class, so an uninitialized class is initialized first (willInitialize callbacks included).
+ * GCC's function, which runs its own resolver, runs here only when the search failed, lock
+ * released. */
 static model_method
 method_lookup_with_resolver(const char *real_name, model_class cls, model_class search, model_sel sel)
 {
@@ -99,29 +131,42 @@ method_lookup_with_resolver(const char *real_name, model_class cls, model_class 
   applemodel_runtime_lock();
   model_method m = hierarchy_method_locked(search, sel);
   applemodel_runtime_unlock();
-  return m != NULL ? m : ((method_lookup)applemodel_real(real_name))(cls, sel);
+  if (m != NULL)
+    return m;
+  applemodel_first_message(cls);
+  return ((method_lookup)applemodel_real(real_name))(cls, sel);
 }
 
 model_method
 class_getInstanceMethod(model_class cls, model_sel sel)
 {
+  if (FROM_GCC())
+    return REAL(method_lookup, class_getInstanceMethod)(cls, sel);
   return method_lookup_with_resolver("class_getInstanceMethod", cls, cls, sel);
 }
 
 model_method
 class_getClassMethod(model_class cls, model_sel sel)
 {
+  if (FROM_GCC())
+    return REAL(method_lookup, class_getClassMethod)(cls, sel);
   if (cls == NULL)
     return NULL;
   /* Class methods are the metaclass's instance methods; the metaclass is the class's isa. */
   return method_lookup_with_resolver("class_getClassMethod", cls, *(model_class *)cls, sel);
 }
 
+typedef model_imp (*imp_lookup)(model_class, model_sel);
+
 model_imp
 class_getMethodImplementation(model_class cls, model_sel sel)
 {
+  if (FROM_GCC())
+    return REAL(imp_lookup, class_getMethodImplementation)(cls, sel);
   if (cls == NULL || sel == NULL)
     return NULL;
+  /* objc4: LOOKUP_INITIALIZE | LOOKUP_RESOLVER, so the class is initialized first. */
+  applemodel_first_message(cls);
   applemodel_runtime_lock();
   model_method m = hierarchy_method_locked(cls, sel);
   model_imp imp = m != NULL ? REAL(model_imp (*)(model_method), method_getImplementation)(m) : NULL;
@@ -129,18 +174,25 @@ class_getMethodImplementation(model_class cls, model_sel sel)
   if (imp != NULL)
     return imp;
   /* Not found: GCC's answer (its forwarding implementation), lock released as for resolvers. */
-  return REAL(model_imp (*)(model_class, model_sel), class_getMethodImplementation)(cls, sel);
+  return REAL(imp_lookup, class_getMethodImplementation)(cls, sel);
 }
+
+typedef unsigned char (*responds_fn)(model_class, model_sel);
 
 unsigned char
 class_respondsToSelector(model_class cls, model_sel sel)
 {
+  if (FROM_GCC())
+    return REAL(responds_fn, class_respondsToSelector)(cls, sel);
   if (cls == NULL || sel == NULL)
     return 0;
   applemodel_runtime_lock();
   int found = hierarchy_method_locked(cls, sel) != NULL;
   applemodel_runtime_unlock();
-  return found ? 1 : REAL(unsigned char (*)(model_class, model_sel), class_respondsToSelector)(cls, sel);
+  if (found)
+    return 1;
+  applemodel_first_message(cls);
+  return REAL(responds_fn, class_respondsToSelector)(cls, sel);
 }
 
 typedef unsigned char (*add_method_fn)(model_class, model_sel, model_imp, const char *);
@@ -190,6 +242,8 @@ add_method_locked(model_class cls, model_sel sel, model_imp imp, const char *typ
 unsigned char
 class_addMethod(model_class cls, model_sel sel, model_imp imp, const char *types)
 {
+  if (FROM_GCC())
+    return REAL(add_method_fn, class_addMethod)(cls, sel, imp, types);
   if (cls == NULL)
     return 0;
   applemodel_runtime_lock();
@@ -203,6 +257,9 @@ class_addMethod(model_class cls, model_sel sel, model_imp imp, const char *types
 model_imp
 class_replaceMethod(model_class cls, model_sel sel, model_imp imp, const char *types)
 {
+  if (FROM_GCC())
+    return REAL(model_imp (*)(model_class, model_sel, model_imp, const char *), class_replaceMethod)(
+        cls, sel, imp, types);
   if (cls == NULL)
     return NULL;
   applemodel_runtime_lock();
@@ -214,6 +271,8 @@ class_replaceMethod(model_class cls, model_sel sel, model_imp imp, const char *t
 model_imp
 method_setImplementation(model_method method, model_imp imp)
 {
+  if (FROM_GCC())
+    return REAL(set_imp_fn, method_setImplementation)(method, imp);
   applemodel_runtime_lock();
   model_imp old = REAL(set_imp_fn, method_setImplementation)(method, imp);
   applemodel_runtime_unlock();
@@ -223,6 +282,11 @@ method_setImplementation(model_method method, model_imp imp)
 void
 method_exchangeImplementations(model_method a, model_method b)
 {
+  if (FROM_GCC())
+    {
+      REAL(void (*)(model_method, model_method), method_exchangeImplementations)(a, b);
+      return;
+    }
   applemodel_runtime_lock();
   REAL(void (*)(model_method, model_method), method_exchangeImplementations)(a, b);
   applemodel_runtime_unlock();
@@ -250,6 +314,8 @@ visible_classes_locked(unsigned int *count)
 int
 objc_getClassList(model_class *buffer, int buffer_count)
 {
+  if (FROM_GCC())
+    return REAL(int (*)(model_class *, int), objc_getClassList)(buffer, buffer_count);
   applemodel_runtime_lock();
   unsigned int count = 0;
   model_class *all = visible_classes_locked(&count);

@@ -69,6 +69,12 @@ struct MTLSimFeatureProfile
 @interface MTLSimBrokenDevice : _MTLDevice
 @end
 
+/* Set by the probe when its main starts. */
+extern int metal_sim_main_started;
+/* Set when _MTLDevice (or a subclass) was messaged (+initialize, +resolveInstanceMethod:)
+ * before main started: Metal code running from another library's initializer. */
+extern int metal_sim_messaged_before_main;
+
 /* Creates a device of the named class and sets it up as Metal does (the class's first
  * message, then -initGPUFamilySupport). NULL for an unknown class. */
 id MTLSimCreateDevice(const char *class_name);

@@ -9,7 +9,27 @@
  * and runs them. Without the model the symbol is absent and nothing happens. */
 extern void applemodel_first_message(Class cls) __attribute__((weak));
 
+int metal_sim_main_started;
+int metal_sim_messaged_before_main;
+
+static void
+note_class_message(void)
+{
+  if (!metal_sim_main_started)
+    metal_sim_messaged_before_main = 1;
+}
+
 @implementation _MTLDevice
++ (void)initialize
+{
+  note_class_message();
+}
++ (BOOL)resolveInstanceMethod:(SEL)sel
+{
+  (void)sel;
+  note_class_message();
+  return NO;
+}
 #ifndef METAL_SIM_WITHOUT_INIT_GPU_FAMILY_SUPPORT
 - (void)initGPUFamilySupport
 {

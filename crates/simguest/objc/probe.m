@@ -2,6 +2,11 @@
  * decide from it, one `key=value` line each, keys prefixed by the device class.
  *
  *   probe [--class NAME]... [--threads N] [--no-device] [--no-metal] [--before CMD] [--then CMD]
+ *         [--fork-before] [--fork-after]
+ *
+ * --fork-before forks once Metal is loaded, before any device exists; --fork-after once the
+ * devices were asked. The child prints its own block of answers (a new pid= block) and exits;
+ * the parent waits for it.
  *
  * --before runs CMD (with system()) before Metal is used, --then after every device was
  * created and asked; each fails the probe (exit 4) when CMD fails.
@@ -17,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef PROBE_DLOPEN
 #include <dlfcn.h>
@@ -96,11 +102,32 @@ print_env(const char *name)
   printf("env.%s=%s\n", name, value ? value : "(unset)");
 }
 
+/* Forks; the child prints the answers of every class as its own block and exits. */
+static int
+fork_and_print(const char **classes, int n_classes)
+{
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0)
+    return -1;
+  if (child == 0)
+    {
+      printf("pid=%d\nforked=true\n", (int)getpid());
+      for (int i = 0; i < n_classes; i++)
+        print_device(classes[i]);
+      fflush(stdout);
+      _exit(0);
+    }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 int
 main(int argc, char **argv)
 {
   const char *classes[16];
-  int n_classes = 0, threads = 0, no_device = 0, no_metal = 0;
+  int n_classes = 0, threads = 0, no_device = 0, no_metal = 0, fork_before = 0, fork_after = 0;
   const char *then = NULL, *before = NULL;
   for (int i = 1; i < argc; i++)
     {
@@ -116,12 +143,19 @@ main(int argc, char **argv)
         no_device = 1;
       else if (!strcmp(argv[i], "--no-metal"))
         no_metal = 1;
+      else if (!strcmp(argv[i], "--fork-before"))
+        fork_before = 1;
+      else if (!strcmp(argv[i], "--fork-after"))
+        fork_after = 1;
       else
         {
           fprintf(stderr, "probe: unknown argument %s\n", argv[i]);
           return 2;
         }
     }
+#ifndef PROBE_DLOPEN
+  metal_sim_main_started = 1;
+#endif
   if (n_classes == 0)
     classes[n_classes++] = "AppleParavirtDevice";
   printf("pid=%d\n", (int)getpid());
@@ -159,8 +193,15 @@ main(int argc, char **argv)
   (void)no_metal;
   create_device = MTLSimCreateDevice;
   printf("metal=linked\n");
+  printf("metal.messaged_before_main=%s\n", metal_sim_messaged_before_main ? "true" : "false");
 #endif
   fflush(stdout);
+  if (fork_before && !no_device)
+    {
+      if (fork_and_print(classes, n_classes) != 0)
+        return 5;
+      printf("pid=%d\n", (int)getpid());
+    }
   if (!no_device && threads > 0)
     {
       pthread_t ids[64];
@@ -183,6 +224,8 @@ main(int argc, char **argv)
     for (int i = 0; i < n_classes; i++)
       print_device(classes[i]);
   fflush(stdout);
+  if (fork_after && !no_device && fork_and_print(classes, n_classes) != 0)
+    return 5;
   if (then != NULL && run(then) != 0)
     return 4;
   return 0;

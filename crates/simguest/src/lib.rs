@@ -33,7 +33,9 @@ pub struct Guest {
     /// [`Guest::metal_without_hook_point`].
     pub probe_dlopen: PathBuf,
     /// The simulated Metal library built without `-[_MTLDevice initGPUFamilySupport]`, the
-    /// private method the shim hooks: what a macOS that dropped it would look like.
+    /// private method the shim hooks: what a macOS that dropped it would look like. Its file
+    /// is named `libMetalSim.so`, so that the linked probe loads it with
+    /// `LD_LIBRARY_PATH` set to its folder.
     pub metal_without_hook_point: PathBuf,
     /// `libapplemodel.so`: Apple's runtime and loader semantics, to preload before the shim.
     pub apple_model: PathBuf,
@@ -64,7 +66,7 @@ pub fn guest() -> Result<Guest, &'static str> {
         metal: dir.join("libMetalSim.so"),
         probe: dir.join("probe"),
         probe_dlopen: dir.join("probe-dlopen"),
-        metal_without_hook_point: dir.join("libMetalSimWithoutHookPoint.so"),
+        metal_without_hook_point: dir.join("nohook/libMetalSim.so"),
         apple_model: dir.join("libapplemodel.so"),
         python_launcher: python.join("bin/python3.12"),
         python_interpreter: python.join("Resources/Python.app/Contents/MacOS/Python"),

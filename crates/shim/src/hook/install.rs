@@ -80,8 +80,12 @@ pub unsafe fn install_all<R: Runtime>(
     let mut resolved = Vec::with_capacity(replacements.len());
     for replacement in replacements {
         let sel = rt.selector(replacement.selector);
+        // Checked first without a resolver: looking a missing method up would message (and
+        // initialize) the class, possibly from the shim's initializer, before Metal's own.
         let method = rt
-            .resolve(class, sel)
+            .defines(class, sel)
+            .then(|| rt.resolve(class, sel))
+            .flatten()
             .ok_or(HookError::MissingMethod(replacement.selector))?;
         if !replacement.expected.accepts(method.types.to_bytes()) {
             return Err(HookError::WrongSignature {
@@ -140,6 +144,11 @@ mod tests {
                 .iter()
                 .find(|s| **s == name)
                 .map_or(Sel::fake(name), |s| Sel::fake(s))
+        }
+        fn defines(&self, class: Class, sel: Sel) -> bool {
+            self.methods
+                .borrow()
+                .contains_key(&(class.addr(), sel.as_ptr() as usize))
         }
         fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
             let (imp, types) = *self

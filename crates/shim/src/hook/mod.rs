@@ -71,6 +71,12 @@ pub fn arm(profile: Profile, after_first_hook: Option<fn()>) {
     }
 }
 
+/// In a `fork()`ed child under `CAPSHIM_SCOPE=process`: every replacement answers with the
+/// original from now on, and no further class is hooked. Async-signal-safe (one atomic store).
+pub extern "C" fn disarm_after_fork() {
+    table::DISARMED.store(true, Ordering::Relaxed);
+}
+
 /// Replaces `-[_MTLDevice initGPUFamilySupport]` on `base`, once. Cheap when already done, so
 /// the runtime may report the class more than once.
 fn install_base(base: Class) {
@@ -116,6 +122,16 @@ fn hook_device_class(class: Class) {
         return;
     }
     let Some(profile) = PROFILE.get() else { return };
+    if table::DISARMED.load(Ordering::Relaxed) {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            report::inactive(
+                "CAPSHIM_SCOPE=process: a child fork()ed from the process the shim belongs to; it stays stock",
+                false,
+            );
+        });
+        return;
+    }
     let rt = Native;
     let outcome = {
         let _guard = lock();

@@ -6,9 +6,15 @@
 //! (`supports_family::<S>` …), each of which calls entry `S`'s original. So a replacement
 //! always knows which class it was installed on, whatever the receiver's class: a
 //! `[super supportsFamily:]` from a hooked subclass reaches the superclass's replacement and
-//! so the superclass's original, and a nested `[self supportsFamily:]` from inside an original
-//! is answered like any other message. Nothing here locks or allocates on the answer path.
+//! so the superclass's original.
+//!
+//! A message that arrives while an original of the same query runs on this thread (that
+//! `[super …]`, or an original asking `[self supportsFamily:]` for another family) is answered
+//! by the original alone: the device's own logic then sees its own stock answers, so a family
+//! outside the Apple range comes out exactly as stock, and only the outermost answer is raised.
+//! Nothing here locks or allocates on the answer path.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
@@ -85,6 +91,49 @@ static SLOTS: [Slot; MAX_CLASSES] = [const { Slot::new() }; MAX_CLASSES];
 /// The profile the replacements answer with, set once when the hook is armed.
 pub static PROFILE: OnceLock<Profile> = OnceLock::new();
 
+/// Set in a `fork()`ed child under `CAPSHIM_SCOPE=process`: every replacement then answers
+/// with the original, unchanged (the child is another process).
+pub static DISARMED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// For each query, how many originals are running on this thread.
+    static IN_ORIGINAL: [Cell<u32>; 3] = const { [const { Cell::new(0) }; 3] };
+}
+
+/// Marks an original of `query` as running on this thread for as long as it lives.
+struct Running(Query);
+
+impl Running {
+    /// Enters an original; also says whether one of the same query was already running here
+    /// (so this call is nested inside it). When thread-local storage is gone (thread exit),
+    /// counts as not nested.
+    fn enter(query: Query) -> (Running, bool) {
+        let nested = IN_ORIGINAL
+            .try_with(|depth| {
+                let cell = &depth[query as usize];
+                cell.set(cell.get().saturating_add(1));
+                cell.get() > 1
+            })
+            .unwrap_or(false);
+        (Running(query), nested)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = IN_ORIGINAL.try_with(|depth| {
+            let cell = &depth[self.0 as usize];
+            cell.set(cell.get().saturating_sub(1));
+        });
+    }
+}
+
+/// Whether the answer of an original should be passed through unchanged: nested inside
+/// another original, or disarmed in a forked child.
+fn pass_through(nested: bool) -> bool {
+    nested || DISARMED.load(Ordering::Relaxed)
+}
+
 /// The entry of `class`, if it has one.
 pub fn slot_of(class: Class) -> Option<&'static Slot> {
     SLOTS
@@ -156,10 +205,15 @@ unsafe extern "C" fn supports_family<const S: usize>(
     let Some(imp) = original_of::<S>(Query::SupportsFamily) else {
         return 0;
     };
+    let (running, nested) = Running::enter(Query::SupportsFamily);
     // SAFETY: `imp` is the original `-supportsFamily:` of entry S's class, whose encoding was
     // checked to be a one-byte BOOL with one integer argument: `BOOL (id, SEL, NSInteger)`.
     let original =
         unsafe { std::mem::transmute::<usize, SupportsFamilyFn>(imp)(this, cmd, family) };
+    drop(running);
+    if pass_through(nested) {
+        return original;
+    }
     let family = if SLOTS[S].narrow_family.load(Ordering::Relaxed) {
         i64::from(family as i32)
     } else {
@@ -190,9 +244,14 @@ unsafe extern "C" fn max_threadgroup_memory<const S: usize>(this: *mut c_void, c
     let Some(imp) = original_of::<S>(Query::MaxThreadgroupMemory) else {
         return 0;
     };
+    let (running, nested) = Running::enter(Query::MaxThreadgroupMemory);
     // SAFETY: `imp` is the original `-maxThreadgroupMemoryLength` of entry S's class, checked
     // to return an 8-byte integer and take no argument: `NSUInteger (id, SEL)`.
     let original = unsafe { std::mem::transmute::<usize, LengthFn>(imp)(this, cmd) };
+    drop(running);
+    if pass_through(nested) {
+        return original;
+    }
     catch_unwind(AssertUnwindSafe(|| {
         let Some(profile) = PROFILE.get() else {
             return original;
@@ -220,9 +279,14 @@ unsafe extern "C" fn recommended_working_set_size<const S: usize>(
     let Some(imp) = original_of::<S>(Query::WorkingSet) else {
         return 0;
     };
+    let (running, nested) = Running::enter(Query::WorkingSet);
     // SAFETY: `imp` is the original `-recommendedMaxWorkingSetSize` of entry S's class,
     // checked to return an 8-byte integer and take no argument: `uint64_t (id, SEL)`.
     let original = unsafe { std::mem::transmute::<usize, SizeFn>(imp)(this, cmd) };
+    drop(running);
+    if pass_through(nested) {
+        return original;
+    }
     catch_unwind(AssertUnwindSafe(|| {
         let Some(profile) = PROFILE.get() else {
             return original;

@@ -37,6 +37,18 @@ impl Runtime for Native {
         objc::selector(name)
     }
 
+    fn defines(&self, class: Class, sel: Sel) -> bool {
+        platform::link_classes();
+        let mut current = Some(class);
+        while let Some(class) = current {
+            if objc::own_method_named(class, sel) {
+                return true;
+            }
+            current = objc::superclass(class);
+        }
+        false
+    }
+
     fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved> {
         // A method the class does not define is searched for in its superclasses, whose
         // links must be set up by then.
@@ -163,6 +175,11 @@ pub trait Runtime {
     fn look_up_class(&self, name: &CStr) -> Option<Class>;
     /// `sel_registerName`.
     fn selector(&self, name: &CStr) -> Sel;
+    /// Whether `class` or one of its superclasses has a method for `sel` in its own method
+    /// list (`class_copyMethodList`). Unlike `class_getInstanceMethod`, runs no
+    /// `+resolveInstanceMethod:` for a missing method, so it never messages (and so never
+    /// initializes) the class.
+    fn defines(&self, class: Class, sel: Sel) -> bool;
     /// `class_getInstanceMethod` + `method_getImplementation`/`method_getTypeEncoding`:
     /// the method instances of `class` run for `sel`, inherited or not.
     fn resolve(&self, class: Class, sel: Sel) -> Option<Resolved>;

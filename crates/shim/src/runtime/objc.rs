@@ -16,6 +16,9 @@ unsafe extern "C" {
     fn method_getTypeEncoding(method: *mut c_void) -> *const c_char;
     fn class_getName(class: *mut c_void) -> *const c_char;
     fn class_getSuperclass(class: *mut c_void) -> *mut c_void;
+    fn class_copyMethodList(class: *mut c_void, count: *mut u32) -> *mut *mut c_void;
+    fn method_getName(method: *mut c_void) -> *const c_void;
+    fn sel_isEqual(a: *const c_void, b: *const c_void) -> u8;
 }
 
 /// `objc_lookUpClass`; see [`Runtime::look_up_class`](super::Runtime::look_up_class).
@@ -54,6 +57,32 @@ pub(super) fn resolve(class: Class, sel: Sel) -> Option<Resolved> {
         imp: Imp(imp),
         types,
     })
+}
+
+/// Whether `class` itself (not a superclass) has a method for `sel` in its own method list.
+/// `class_copyMethodList` takes the runtime lock (which we do not hold), returns a malloc'd
+/// array that we free, and runs no resolver.
+pub(super) fn own_method_named(class: Class, sel: Sel) -> bool {
+    let mut count = 0u32;
+    // SAFETY: `class` came from the runtime and `count` is writable; the runtime returns NULL
+    // or an array of `count` methods owned by the caller.
+    let methods = unsafe { class_copyMethodList(class.as_ptr(), &mut count) };
+    if methods.is_null() {
+        return false;
+    }
+    // SAFETY: the runtime allocated `count` Method pointers at `methods`.
+    let list = unsafe { std::slice::from_raw_parts(methods, count as usize) };
+    // Selectors are compared with sel_isEqual: GCC's runtime may hand out a typed selector
+    // for a method and an untyped one from sel_registerName for the same name.
+    // SAFETY: each entry is a Method of `class`, alive while the class is loaded;
+    // method_getName and sel_isEqual take no lock.
+    let found = list
+        .iter()
+        .any(|&method| unsafe { sel_isEqual(method_getName(method), sel.as_ptr()) } != 0);
+    // SAFETY: the array came from class_copyMethodList, which allocates it with malloc and
+    // leaves it to the caller to free.
+    unsafe { libc::free(methods.cast()) };
+    found
 }
 
 /// Whether `class` is named `name`, without allocating (called for every class the process

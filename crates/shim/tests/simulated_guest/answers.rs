@@ -84,18 +84,21 @@ fn unlocked_profile_turns_on_llama_cpp_gates_and_metal_s_own_bf16() {
 
 #[test]
 fn families_outside_the_apple_range_never_change() {
-    let classes = ["--class", PARAVIRTUAL, "--class", SECOND, "--class", SUB];
+    let classes = [
+        "--class",
+        PARAVIRTUAL,
+        "--class",
+        SECOND,
+        "--class",
+        SUB,
+        "--class",
+        NESTED,
+    ];
     for build in Build::ALL {
         let s = stock(build, &classes);
         let u = probe(build, &classes, &[("CAPSHIM_APPLE_FAMILY_MAX", "1999")]);
-        for class in [PARAVIRTUAL, SECOND, SUB] {
-            for family in ALL_FAMILIES.iter().filter(|f| **f > 1999) {
-                assert_eq!(
-                    u.family(class, *family),
-                    s.family(class, *family),
-                    "{build:?} {class} {family}"
-                );
-            }
+        for class in [PARAVIRTUAL, SECOND, SUB, NESTED] {
+            assert_same_families_outside_apple(&u, &s, class);
             assert!((1001..=1010).all(|f| u.family(class, f)), "{class}");
         }
         assert!(
@@ -110,29 +113,52 @@ fn families_outside_the_apple_range_never_change() {
 }
 
 #[test]
-fn a_device_asking_itself_gets_answers_through_the_profile() {
+fn a_device_asking_itself_inside_its_own_answer_keeps_its_stock_logic() {
     // MTLSimNestedDevice answers Common3 as [self supportsFamily:1004] and Mac2 as
-    // [self supportsFamily:1008]: nested messages to self, from inside the original.
+    // [self supportsFamily:1008]: messages to self from inside the original. They reach the
+    // shim's replacement again, nested, and must get the device's own answers: otherwise a
+    // raised Apple8 would turn Mac2 (a non-Apple family) on.
     for build in Build::ALL {
         let args = ["--class", NESTED];
         let s = stock(build, &args);
         assert!(s.family(NESTED, 3003) && !s.family(NESTED, 2002));
-        let r = probe(build, &args, UNLOCKED);
-        assert!(
-            r.family(NESTED, 3003),
-            "{build:?}: Common3 (Apple4 is true either way)"
+        let r = probe(
+            build,
+            &args,
+            &[
+                ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+                ("CAPSHIM_LOG", "queries"),
+            ],
         );
+        assert_same_families_outside_apple(&r, &s, NESTED);
         assert!(
-            r.family(NESTED, 2002),
-            "{build:?}: Mac2 follows the device's own rule over the raised Apple8 answer"
+            (1001..=1009).all(|f| r.family(NESTED, f)),
+            "{build:?}: {}",
+            r.stderr
         );
-        assert!((1001..=1009).all(|f| r.family(NESTED, f)), "{build:?}");
         assert!(!r.family(NESTED, 1010));
         assert!(!r.stderr.contains("no original"), "{}", r.stderr);
-        let r = probe(build, &args, &[("CAPSHIM_APPLE_FAMILY_MAX", "1007")]);
+        // The query log shows the outer answers only, with the device's own originals.
         assert!(
-            !r.family(NESTED, 2002),
-            "{build:?}: Apple8 not claimed, so no Mac2"
+            r.stderr.contains(
+                "query MTLSimNestedDevice supportsFamily:2002 original=false returned=false"
+            ),
+            "{}",
+            r.stderr
+        );
+        // Messages from other methods (Metal's own requiresBFloat16Emulation) are not nested.
+        assert_eq!(r.get("MTLSimNestedDevice.metal.bf16_emulation"), "false");
+    }
+}
+
+/// Every family outside the Apple range answers as stock.
+fn assert_same_families_outside_apple(a: &Run, b: &Run, class: &str) {
+    for family in ALL_FAMILIES.iter().filter(|f| !(1001..=1999).contains(*f)) {
+        assert_eq!(
+            a.family(class, *family),
+            b.family(class, *family),
+            "{:?}: {class} {family}",
+            a.build
         );
     }
 }

@@ -159,9 +159,19 @@ impl Run {
             .collect()
     }
 
-    /// The `key=value` blocks of each process, in order (a probe and the probes it ran).
+    /// The `key=value` blocks of each process, in order (a probe and the probes it ran), each
+    /// with its `pid`.
     pub fn processes(&self) -> Vec<BTreeMap<String, String>> {
-        self.stdout.split("pid=").skip(1).map(parse).collect()
+        self.stdout
+            .split("pid=")
+            .skip(1)
+            .map(|block| {
+                let mut answers = parse(block);
+                let pid = block.lines().next().unwrap_or_default();
+                answers.insert("pid".into(), pid.to_string());
+                answers
+            })
+            .collect()
     }
 }
 

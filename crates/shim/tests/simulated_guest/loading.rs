@@ -94,6 +94,51 @@ fn a_metal_without_the_private_hook_point_stays_stock_and_says_so() {
 }
 
 #[test]
+fn a_linked_metal_without_the_hook_point_stays_stock_without_running_metal_code_early() {
+    // Looking up a missing method makes Apple's runtime send +resolveInstanceMethod: to the
+    // class, which initializes it: from the shim's initializer that would run Metal code
+    // before main, before Metal's own initializers. The shim checks method lists instead.
+    for build in Build::ALL {
+        let dir = g()
+            .metal_without_hook_point
+            .parent()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let env = [
+            ("LD_LIBRARY_PATH", dir),
+            ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+        ];
+        let r = probe(build, &[], &env);
+        let s = run(
+            build,
+            &g().probe,
+            &[],
+            &[("LD_LIBRARY_PATH", dir)],
+            Inject::Stock,
+        );
+        assert_same_answers(&r, &s, PARAVIRTUAL);
+        assert_eq!(
+            r.get("metal.messaged_before_main"),
+            "false",
+            "{build:?}: {}",
+            r.stderr
+        );
+        let failed: Vec<_> = r
+            .capshim_lines()
+            .into_iter()
+            .filter(|l| l.contains("hook failed"))
+            .collect();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].ends_with("no method -initGPUFamilySupport; staying stock"),
+            "{}",
+            failed[0]
+        );
+    }
+}
+
+#[test]
 fn a_process_that_never_loads_metal_is_configured_but_never_hooked() {
     for build in Build::ALL {
         let dir = tempdir();

@@ -231,3 +231,94 @@ fn a_framework_python_is_one_process_across_its_launcher_s_re_exec() {
         assert!(r.family(PARAVIRTUAL, 1009), "{build:?}: {}", r.stderr);
     }
 }
+
+#[test]
+fn under_scope_process_a_forked_child_answers_stock_and_says_so_under_its_own_pid() {
+    for build in Build::ALL {
+        for when in ["--fork-before", "--fork-after"] {
+            let dir = tempdir();
+            let status = dir.join("status.jsonl");
+            let mut env = UNLOCKED_PROCESS.to_vec();
+            env.push(("CAPSHIM_STATUS_FILE", status.to_str().unwrap()));
+            let r = probe(build, &[when], &env);
+            let blocks = r.processes();
+            let child = blocks
+                .iter()
+                .find(|b| b.contains_key("forked"))
+                .expect("the child's block");
+            let parent = blocks
+                .iter()
+                .rev()
+                .find(|b| {
+                    !b.contains_key("forked") && b.contains_key("AppleParavirtDevice.family.1009")
+                })
+                .unwrap();
+            assert_eq!(
+                parent["AppleParavirtDevice.family.1009"], "true",
+                "{build:?} {when}"
+            );
+            assert_eq!(
+                child["AppleParavirtDevice.family.1009"], "false",
+                "{build:?} {when}: {}",
+                r.stderr
+            );
+            assert_eq!(child["AppleParavirtDevice.max_threadgroup_memory"], "32768");
+            let events = events(&status);
+            let child_pid: u64 = child["pid"].parse().unwrap();
+            if when == "--fork-before" {
+                let said = events
+                    .iter()
+                    .find(|e| e["pid"] == child_pid)
+                    .expect("the child's own event");
+                assert_eq!(said["event"], "inactive", "{said}");
+            }
+            assert!(
+                events
+                    .iter()
+                    .filter(|e| e["event"] == "hooked")
+                    .all(|e| e["pid"] != child_pid),
+                "{events:?}"
+            );
+        }
+        // By default a forked child is unlocked like its parent.
+        let r = probe(build, &["--fork-before"], UNLOCKED);
+        let child = r
+            .processes()
+            .into_iter()
+            .find(|b| b.contains_key("forked"))
+            .unwrap();
+        assert_eq!(
+            child["AppleParavirtDevice.family.1009"], "true",
+            "{build:?}"
+        );
+    }
+}
+
+#[test]
+fn children_that_only_process_does_not_name_stay_stock_quietly() {
+    for build in Build::ALL {
+        let dir = tempdir();
+        let status = dir.join("status.jsonl");
+        let child = format!("{} --class {PARAVIRTUAL}", g().probe_dlopen.display());
+        let mut env = UNLOCKED.to_vec();
+        env.push(("CAPSHIM_ONLY_PROCESS", "probe"));
+        env.push(("CAPSHIM_STATUS_FILE", status.to_str().unwrap()));
+        let r = probe(build, &["--then", &child], &env);
+        let runs = r.processes();
+        assert_eq!(runs[0]["AppleParavirtDevice.family.1009"], "true");
+        assert_eq!(
+            runs[1]["AppleParavirtDevice.family.1009"], "false",
+            "{build:?}"
+        );
+        assert!(
+            !r.stderr.contains("staying stock"),
+            "{build:?}: {}",
+            r.stderr
+        );
+        let quiet = events(&status)
+            .into_iter()
+            .filter(|e| e["event"] == "inactive")
+            .count();
+        assert!(quiet >= 2, "the shell and the child are in the status file");
+    }
+}
