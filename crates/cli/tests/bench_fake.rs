@@ -307,48 +307,90 @@ fn inputs_are_checked_before_anything_runs() {
             "-t 1,2 after `--` sweeps a setting",
         ))
         .stderr(predicate::str::contains("one value per option"));
-    // An unknown brand for --profile host names only options bench has.
+    // An unknown brand names only options bench has, whatever the profile.
+    for profile in ["native", "apple9-64k"] {
+        s.bench(&out)
+            .args(["--profile", profile, "--cpu-brand", "Intel(R) Core(TM) i9"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(
+                "CPU brand \"Intel(R) Core(TM) i9\" is not a known Apple Silicon chip",
+            ))
+            .stderr(predicate::str::contains(
+                "--cpu-brand \"Apple M1 Ultra (Virtual)\"",
+            ))
+            .stderr(predicate::str::contains("--family-max").not());
+    }
+    // Off a Mac, native needs the chip named.
     s.bench(&out)
-        .args(["--profile", "host", "--cpu-brand", "Intel(R) Core(TM) i9"])
+        .args(["--profile", "native"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(
-            "CPU brand \"Intel(R) Core(TM) i9\" is not a known Apple Silicon chip",
-        ))
+        .stderr(predicate::str::contains("the host chip is not known"))
         .stderr(predicate::str::contains(
             "--cpu-brand \"Apple M1 Ultra (Virtual)\"",
-        ))
-        .stderr(predicate::str::contains("--family-max").not());
+        ));
+    // The arm name host is the bare-metal baseline's.
     s.bench(&out)
-        .args(["--cpu-brand", "Apple M1 Ultra (Virtual)"])
+        .args(["--profile", "host=native", "--cpu-brand", "Apple M1"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
-            "--cpu-brand only applies to --profile host",
+            "the arm name host is reserved for the bare-metal baseline",
         ));
     assert!(!out.exists(), "no bundle is created for refused input");
 }
 
 #[test]
-fn the_host_profile_can_be_benchmarked_with_a_given_cpu_brand() {
+fn native_is_the_default_arm_where_the_chip_is_given_and_host_is_read_as_native() {
     let s = setup();
-    let out = s.tmp.path().join("bundle");
+    let arms = |out: &Path| -> serde_json::Value {
+        let env: serde_json::Value =
+            serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+        env["arms"].clone()
+    };
+    let out = s.tmp.path().join("default");
     s.bench(&out)
         .env("FAKE_HOOK", "1")
-        .args([
-            "--profile",
-            "host",
-            "--cpu-brand",
-            "Apple M1 Ultra (Virtual)",
-        ])
+        .args(["--cpu-brand", "Apple M1 Ultra (Virtual)"])
         .assert()
-        .success();
-    let env: serde_json::Value =
-        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
-    let arm = &env["arms"][1];
-    assert_eq!(arm["profile_name"], "host", "{arm}");
+        .success()
+        .stderr(predicate::str::contains("capshim: note:").not());
+    let arm = &arms(&out)[1];
+    assert_eq!(arm["name"], "native", "{arm}");
+    assert_eq!(arm["profile_name"], "native", "{arm}");
     assert_eq!(arm["profile"]["apple_family_max"], 1007, "{arm}");
     assert_eq!(arm["profile"]["max_threadgroup_memory"], 32768, "{arm}");
+
+    let out = s.tmp.path().join("alias");
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .args(["--profile", "host", "--cpu-brand", "Apple M2 Pro (Virtual)"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "capshim: note: --profile host is now called native",
+        ));
+    let arm = &arms(&out)[1];
+    assert_eq!(
+        (arm["name"].as_str(), arm["profile_name"].as_str()),
+        (Some("native"), Some("native"))
+    );
+    assert_eq!(arm["profile"]["apple_family_max"], 1008, "{arm}");
+
+    // Off a Mac without a brand, the default arm is apple9-64k, and the note says why.
+    let out = s.tmp.path().join("fallback");
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "capshim: note: using apple9-64k, the first published experiment's profile",
+        ))
+        .stderr(predicate::str::contains(
+            "because the host chip is not known",
+        ));
+    assert_eq!(arms(&out)[1]["name"], "apple9-64k");
 }
 
 #[test]

@@ -78,15 +78,28 @@ fn profiles_json_lists_every_profile_with_provenance() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["stock", "apple9-64k", "host"]);
-    assert_eq!(v["profiles"][2]["apple_family_max"], 1009);
+    assert_eq!(names, ["stock", "native", "apple9-64k"]);
+    assert_eq!(v["profiles"][1]["apple_family_max"], 1009);
+    assert_eq!(v["profiles"][1]["max_threadgroup_memory"], 32768);
     assert!(
-        v["profiles"][2]["provenance"]
+        v["profiles"][1]["provenance"]
             .as_str()
             .unwrap()
             .contains("M4")
     );
-    assert_eq!(v["host_chips"].as_array().unwrap().len(), 5);
+    assert_eq!(v["default"], "native");
+    assert_eq!(v["aliases"]["host"], "native");
+    assert_eq!(v["chips"].as_array().unwrap().len(), 5);
+    assert!(
+        v["chips_source"]
+            .as_str()
+            .unwrap()
+            .contains("feature set tables")
+    );
+    // What apple9-64k claims beyond an M4: threadgroup memory, not families.
+    let m4 = &v["profiles"][2]["on_chips"][3];
+    assert_eq!(m4["chip"], "M4");
+    assert_eq!(m4["differences"].as_array().unwrap().len(), 1);
 }
 
 #[test]
@@ -104,7 +117,9 @@ fn explain_json_has_the_documented_keys() {
         .stdout
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(v["profile"]["name"], "host");
+    assert_eq!(v["profile"]["name"], "native");
+    assert_eq!(v["profile"]["max_threadgroup_memory"], 32768);
+    assert_eq!(v["profile"]["host_chip"]["name"], "M1");
     assert_eq!(v["profile"]["apple_family_max"], 1007);
     assert_eq!(v["before"]["families"]["1007"], false);
     assert_eq!(v["after"]["families"]["1007"], true);
@@ -158,7 +173,7 @@ fn explain_refuses_unknown_profiles_and_brands_with_the_fix() {
         .args(["explain", "--profile", "apple10"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("stock, apple9-64k or host"));
+        .stderr(predicate::str::contains("native, apple9-64k or stock"));
     capshim()
         .args(["explain", "--cpu-brand", "Intel(R) Xeon(R)"])
         .assert()
@@ -380,4 +395,107 @@ fn completions_and_man_pages_come_from_the_clap_definitions() {
         Some(1),
         "existing pages are not replaced without --force"
     );
+}
+
+#[test]
+fn explain_refuses_values_beyond_any_known_apple_gpu_unless_allowed() {
+    capshim()
+        .args(["explain", "--threadgroup-memory", "0xFFFFFFFFFFFFFFFF"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains(
+                "--threadgroup-memory 18446744073709551615: 18446744073709551615 bytes is above 65536",
+            )
+            .and(predicate::str::contains("pass --allow-beyond-hardware to use it anyway")),
+        );
+    capshim()
+        .args([
+            "explain",
+            "--json",
+            "--threadgroup-memory",
+            "0xFFFFFFFFFFFFFFFF",
+            "--allow-beyond-hardware",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "\"max_threadgroup_memory\": 18446744073709551615",
+        ))
+        .stderr(predicate::str::contains(
+            "capshim: warning: --threadgroup-memory 18446744073709551615",
+        ));
+    // Zero and absurd values are said, not silently applied.
+    capshim()
+        .args([
+            "explain",
+            "--threadgroup-memory",
+            "0",
+            "--working-set",
+            "64",
+        ])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("capshim: warning: --threadgroup-memory 0: 0 bytes is below")
+                .and(predicate::str::contains(
+                    "capshim: warning: --working-set 64: 64 bytes is below 1 GiB",
+                )),
+        );
+}
+
+/// Off a Mac the chip is not known: the default stays apple9-64k, and one line says why.
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn where_the_chip_is_unknown_the_default_says_so() {
+    let out = capshim()
+        .args(["explain", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(v["profile"]["name"], "apple9-64k");
+    assert!(
+        stderr.starts_with(
+            "capshim: note: using apple9-64k, the first published experiment's profile"
+        ) && stderr.contains("--cpu-brand")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn host_is_read_as_native_and_cpu_brand_goes_with_any_profile() {
+    capshim()
+        .args([
+            "explain",
+            "--profile",
+            "host",
+            "--cpu-brand",
+            "Apple M3 Max (Virtual)",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"name\": \"native\""))
+        .stderr(predicate::str::contains(
+            "capshim: note: --profile host is now called native",
+        ));
+    capshim()
+        .args([
+            "explain",
+            "--profile",
+            "apple9-64k",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+        ])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout(predicate::str::contains(
+            "against the M1: claims Apple8 (1008) to Apple9 (1009), which the M1 GPU does not have",
+        ));
 }

@@ -223,6 +223,18 @@ fn bad_profile_options_exit_125_naming_the_option() {
 }
 
 #[test]
+fn values_beyond_any_known_apple_gpu_exit_125_unless_allowed() {
+    capshim()
+        .args(["run", "--family-max", "1999", "--", "true"])
+        .assert()
+        .code(125)
+        .stderr(
+            predicate::str::contains("--family-max 1999: 1999 is above MTLGPUFamilyApple10 (1010)")
+                .and(predicate::str::contains("pass --allow-beyond-hardware")),
+        );
+}
+
+#[test]
 fn the_command_must_follow_a_double_dash() {
     capshim().args(["run", "true"]).assert().code(2);
 }

@@ -7,10 +7,12 @@
 //!
 //! - [`family`]: every MTLGPUFamily value, its Apple name and range.
 //! - [`profile`]: the values a profile raises, and their validation.
-//! - [`env`]: the `CAPSHIM_*` / `LUME_METAL_*` environment, parsed fail-closed, and the
+//! - [`env`]: the `CAPSHIM_*` environment and the published shims' names for it
+//!   (`LUME_METAL_*`, `TART_METAL_*`, `VEERTU_ANKA_GPU_*`), parsed fail-closed, and the
 //!   variables that set a profile.
 //! - [`policy`]: the raise-only answer policy.
-//! - [`named`]: named profiles, including the one matched to the host chip.
+//! - [`named`]: named profiles (`stock`, `native`, `apple9-64k`) and the chip table.
+//! - [`limits`]: values beyond any known Apple GPU, and values that change nothing.
 //! - [`device`]: a device's capability answers, e.g. the stock paravirtual device.
 //! - [`consumers`]: what llama.cpp and MLX decide from a set of answers.
 
@@ -21,6 +23,7 @@ pub mod consumers;
 pub mod device;
 pub mod env;
 pub mod family;
+pub mod limits;
 pub mod named;
 pub mod number;
 pub mod policy;

@@ -3,7 +3,7 @@
 use std::os::unix::ffi::OsStringExt;
 use std::panic::catch_unwind;
 
-use capshim_profile::{ConfigError, Scope, env};
+use capshim_profile::{Scope, env};
 
 use crate::scope::Lineage;
 use crate::{hook, report, scope};
@@ -68,10 +68,7 @@ fn start() {
     report::init(parsed.outputs, process.clone());
     let config = match parsed.config {
         Ok(config) => config,
-        Err(error @ ConfigError::NotConfigured) => {
-            return report::inactive(&error.to_string(), false);
-        }
-        Err(error) => return report::inactive(&error.to_string(), true),
+        Err(error) => return report::inactive(&error.to_string(), !error.is_quiet()),
     };
     let lineage = scope::current_lineage();
     if config.scope == Scope::Process
@@ -110,7 +107,7 @@ fn start() {
             return report::inactive(&reason, !matches!(lineage, Lineage::Child(_)));
         }
     }
-    report::active(&config.profile, config.scope);
+    report::active(&config);
     let limited = config.scope == Scope::Process || config.only_process.is_some();
     if limited
         && lineage != Lineage::SameProcess

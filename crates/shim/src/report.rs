@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use capshim_profile::{LogMode, Outputs, Profile, Scope};
+use capshim_profile::env::Sources;
+use capshim_profile::limits::{self, Finding};
+use capshim_profile::{Config, LogMode, Outputs, Profile, Scope};
 
 use crate::query::Query;
 use crate::runtime::{Class, Native, Runtime};
@@ -48,9 +50,13 @@ pub fn init(outputs: Outputs, process: String) {
     });
 }
 
-/// Configuration accepted: the shim will hook devices in this process.
-pub fn active(profile: &Profile, scope: Scope) {
-    let scope = match scope {
+/// Configuration accepted: the shim will hook devices in this process. Also logs one warning
+/// line for each value beyond known hardware or that changes nothing
+/// ([`capshim_profile::limits::check`]): the published range stays accepted, so existing
+/// setups keep working, but not silently.
+pub fn active(config: &Config) {
+    let profile = &config.profile;
+    let scope = match config.scope {
         Scope::Children => "children",
         Scope::Process => "process",
     };
@@ -68,6 +74,29 @@ pub fn active(profile: &Profile, scope: Scope) {
             )
         },
     );
+    let Some(reporter) = REPORTER.get().filter(|r| r.log >= LogMode::Activation) else {
+        return;
+    };
+    for finding in limits::check(profile, None) {
+        stderr(&warning_line(reporter, &config.sources, &finding));
+    }
+}
+
+/// `warning in PROCESS (pid N): VAR: REASON; answering as configured`.
+fn warning_line(r: &Reporter, sources: &Sources, finding: &Finding) -> String {
+    let name = sources
+        .name_of(finding.field())
+        .unwrap_or("a default value");
+    let outcome = if finding.beyond_hardware() {
+        "answering as configured, beyond what any Apple GPU has"
+    } else {
+        "answering as configured"
+    };
+    format!(
+        "warning in {} (pid {}): {name}: {finding}; {outcome}",
+        r.process,
+        r.pid()
+    )
 }
 
 /// The process stays stock. `say_it` is false for the ordinary "not configured" case,
@@ -296,6 +325,33 @@ mod tests {
         assert_eq!(
             json_string("a\"b\\c\nd\u{1}é"),
             "\"a\\\"b\\\\c\\nd\\u0001é\""
+        );
+    }
+
+    #[test]
+    fn a_value_beyond_hardware_is_one_warning_line_naming_its_variable() {
+        let r = Reporter {
+            log: LogMode::Activation,
+            status_file: None,
+            process: "probe".into(),
+            pid: Some(7),
+        };
+        let config = capshim_profile::env::parse([
+            ("TART_METAL_APPLE_FAMILY_MAX", "1999"),
+            ("TART_METAL_MAX_THREADGROUP_MEMORY", "0"),
+        ])
+        .config
+        .unwrap();
+        let lines: Vec<String> = limits::check(&config.profile, None)
+            .iter()
+            .map(|f| warning_line(&r, &config.sources, f))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "warning in probe (pid 7): TART_METAL_APPLE_FAMILY_MAX: 1999 is above MTLGPUFamilyApple10 (1010), the newest Apple family of any known GPU (M5): no hardware has it; answering as configured, beyond what any Apple GPU has",
+                "warning in probe (pid 7): TART_METAL_MAX_THREADGROUP_MEMORY: 0 bytes is below the 32768 bytes every Apple GPU and the stock paravirtual device report, so it changes nothing (the shim only raises answers); values are bytes, e.g. 32768; answering as configured",
+            ]
         );
     }
 

@@ -152,7 +152,7 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), PlanError> {
 pub struct ArmPlan {
     /// Its name in tables and file names.
     pub name: String,
-    /// The named profile (`stock`, `apple9-64k`, `host`).
+    /// The named profile (`stock`, `native`, `apple9-64k`).
     pub profile_name: String,
     /// The profile's values; `None` runs without the shim.
     pub profile: Option<Profile>,

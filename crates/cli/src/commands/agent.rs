@@ -22,7 +22,7 @@ entry per argument; EnvironmentVariables holds only the shim's CAPSHIM_* variabl
 DYLD_INSERT_LIBRARIES. The program, the library and the log paths must be absolute.
 
 Examples:
-  capshim agent --label com.example.llama-server --profile host \\
+  capshim agent --label com.example.llama-server --profile native \\
       --stderr /tmp/llama-server.err.log -- /opt/llama/bin/llama-server -m /models/m.gguf
   capshim agent --label com.example.llama-server --install -- /opt/llama/bin/llama-server
   launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/com.example.llama-server.plist
@@ -104,7 +104,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let resolved = args.profile.resolve()?;
     let Some(profile) = resolved.profile else {
         bail!(
-            "--profile stock runs without the shim, so it needs no capshim agent; pick another profile (default apple9-64k)"
+            "--profile stock runs without the shim, so it needs no capshim agent; pick another profile (default: native, or apple9-64k where the host chip is not known)"
         );
     };
     let library = dylib::locate(args.shim.dylib.as_deref(), Os::MacOs)?;

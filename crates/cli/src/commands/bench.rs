@@ -11,16 +11,20 @@ use crate::bench::plan::{ArmPlan, Plan, check_extra_args};
 use crate::bench::runner;
 use crate::launch::{Os, dylib};
 use crate::llama::read_bench_file;
+use crate::platform::ThisMachine;
+use crate::profile::{ChipMatch, chip};
+use capshim_profile::named::{self, Lookup};
 
 const AFTER_HELP: &str = "\
-Arms: `stock` (no shim) and one per --profile (default: apple9-64k, the published tested profile:
-Apple families through Apple9 (1009), 65536 bytes of threadgroup memory). `--profile LABEL=NAME`
-names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check. Each arm runs
+Arms: `stock` (no shim) and one per --profile (default: native, the host chip's own answers, where
+the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the first
+published experiment's profile, with a note saying why). `--profile LABEL=NAME` names an arm, e.g.
+`--profile again=stock` adds a second stock arm for an A/A check; the arm name `host` is reserved
+for the bare-metal baseline (--baseline), so `--profile host` is read as native. Each arm runs
 llama-bench as a fresh process (`-o json`, added by capshim), once per round; rounds alternate the
 arm order (stock, unlocked, unlocked, stock, ...) so drift hits every arm alike. The shim is
 injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an
-arm whose shim did not hook a device is an error unless --allow-inactive. `--profile host` matches
-this machine's CPU brand, or the one given with --cpu-brand.
+arm whose shim did not hook a device is an error unless --allow-inactive.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and .status.jsonl,
@@ -55,13 +59,14 @@ pub struct BenchArgs {
     #[arg(long = "llama-bench", value_name = "PATH")]
     pub llama_bench: Option<PathBuf>,
 
-    /// An unlocked arm: a named profile (apple9-64k, host, stock), optionally as LABEL=NAME.
-    /// Repeat for several arms [default: apple9-64k].
+    /// An unlocked arm: a named profile (native, apple9-64k, stock), optionally as LABEL=NAME;
+    /// host is read as native. Repeat for several arms [default: native where the host chip is
+    /// known, else apple9-64k].
     #[arg(long = "profile", value_name = "[LABEL=]NAME")]
     pub profiles: Vec<String>,
 
-    /// The CPU brand `--profile host` arms match instead of this machine's (e.g. "Apple M1 Ultra
-    /// (Virtual)"), to benchmark `host` off a macOS guest or for another chip.
+    /// The host chip's CPU brand, instead of this machine's (e.g. "Apple M1 Ultra (Virtual)"):
+    /// what `native` arms use, e.g. to benchmark native off a macOS guest or for another chip.
     #[arg(long = "cpu-brand", value_name = "STRING")]
     pub cpu_brand: Option<String>,
 
@@ -139,8 +144,23 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
 }
 
-fn parse_profile(spec: &str, cpu_brand: Option<&str>) -> anyhow::Result<ArmPlan> {
-    let (label, name) = spec.split_once('=').unwrap_or((spec, spec));
+/// One `--profile [LABEL=]NAME` arm. `host` (without a label) is read as `native` in an arm
+/// named `native`: the arm name `host` is the bare-metal baseline's.
+fn parse_profile(
+    spec: &str,
+    chip: &Result<ChipMatch, String>,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<ArmPlan> {
+    let (label, name) = match spec.split_once('=') {
+        Some(pair) => pair,
+        None if spec == named::HOST_ALIAS => (named::NATIVE, spec),
+        None => (spec, spec),
+    };
+    if label == named::HOST_ALIAS {
+        bail!(
+            "--profile {spec:?}: the arm name host is reserved for the bare-metal baseline (--baseline HOST.json); name the arm otherwise, e.g. --profile native"
+        );
+    }
     if label.is_empty()
         || !label
             .chars()
@@ -150,43 +170,31 @@ fn parse_profile(spec: &str, cpu_brand: Option<&str>) -> anyhow::Result<ArmPlan>
             "--profile {spec:?}: the arm label {label:?} must be letters, digits, '.', '_' or '-' (it names files)"
         );
     }
-    let profile = if name == "host" {
-        let (brand, how) = match cpu_brand {
-            Some(brand) => (brand.to_string(), "given with --cpu-brand"),
-            None => (
-                crate::bench::environment::collect()
-                    .cpu_brand
-                    .unwrap_or_default(),
-                "this machine's",
-            ),
-        };
-        let (profile, _) = capshim_profile::named::host(&brand).map_err(|e| {
-            anyhow::anyhow!(
-                "--profile {spec:?}: {} ({how}); give the host's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", \
-                 or benchmark a fixed profile such as --profile apple9-64k",
-                e.problem()
-            )
-        })?;
-        Some(profile)
-    } else {
-        match capshim_profile::named::find(name) {
-            Some(named) => named.profile,
-            None => {
-                let mut known: Vec<&str> = capshim_profile::named::fixed()
-                    .iter()
-                    .map(|p| p.name)
-                    .collect();
-                known.push("host");
-                bail!(
-                    "--profile {spec:?}: no profile named {name:?}; known: {} (`capshim profiles` lists them)",
-                    known.join(", ")
-                );
+    let (profile_name, profile) = match named::lookup(name) {
+        Lookup::Fixed(p) => (p.name, p.profile),
+        Lookup::Native { via_host_alias } => {
+            if via_host_alias {
+                notes.push(format!(
+                    "{}; the arm is named {label}",
+                    named::HOST_ALIAS_NOTE
+                ));
             }
+            let chip = chip.as_ref().map_err(|why| {
+                anyhow::anyhow!(
+                    "--profile {spec:?}: the host chip is not known: {why}; give the host's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", \
+                     or benchmark a fixed profile such as --profile apple9-64k"
+                )
+            })?;
+            (named::NATIVE, Some(named::native(chip.chip)))
         }
+        Lookup::Unknown => bail!(
+            "--profile {spec:?}: no profile named {name:?}; known: {} (`capshim profiles` lists them)",
+            named::NAMES.join(", ")
+        ),
     };
     Ok(ArmPlan {
         name: label.to_string(),
-        profile_name: name.to_string(),
+        profile_name: profile_name.to_string(),
         profile,
         role: Role::Other,
     })
@@ -213,22 +221,25 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
         profile: None,
         role: Role::Stock,
     }];
-    let specs = if args.profiles.is_empty() {
-        vec!["apple9-64k".to_string()]
-    } else {
+    let chip = chip::find(args.cpu_brand.as_deref(), &ThisMachine).map_err(|e| {
+        anyhow::anyhow!(
+            "--cpu-brand: {}; give the host's brand, e.g. --cpu-brand \"Apple M1 Ultra (Virtual)\", or drop it",
+            e.problem()
+        )
+    })?;
+    let mut notes = Vec::new();
+    let specs = if !args.profiles.is_empty() {
         args.profiles.clone()
+    } else if chip.is_ok() {
+        vec![named::NATIVE.to_string()]
+    } else {
+        if let Err(why) = &chip {
+            notes.push(named::fallback_note(why));
+        }
+        vec![named::APPLE9_64K.to_string()]
     };
-    if args.cpu_brand.is_some()
-        && !specs
-            .iter()
-            .any(|spec| spec.split_once('=').map_or(spec.as_str(), |(_, n)| n) == "host")
-    {
-        bail!(
-            "--cpu-brand only applies to --profile host arms; add --profile host, or drop --cpu-brand"
-        );
-    }
     for spec in &specs {
-        let arm = parse_profile(spec, args.cpu_brand.as_deref())?;
+        let arm = parse_profile(spec, &chip, &mut notes)?;
         let reserved = args.baseline.is_some() && arm.name == "host";
         if reserved || arms.iter().any(|a| a.name == arm.name) {
             bail!(
@@ -239,6 +250,9 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
             );
         }
         arms.push(arm);
+    }
+    for note in &notes {
+        eprintln!("capshim: note: {note}");
     }
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {

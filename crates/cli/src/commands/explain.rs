@@ -19,14 +19,16 @@ and applies the profile with the same policy functions the shim uses: only Apple
 lowered; Mac, Common, MacCatalyst and Metal families are never changed.
 
 Examples:
-  capshim explain                                   # the default profile, apple9-64k
-  capshim explain --profile host --cpu-brand \"Apple M1 Ultra (Virtual)\"
+  capshim explain                                   # the default: native (chip known) or apple9-64k
+  capshim explain --cpu-brand \"Apple M1 Ultra (Virtual)\"    # native on an M1 host
+  capshim explain --profile apple9-64k --cpu-brand \"Apple M1 Ultra (Virtual)\"
   capshim explain --family-max 1007 --threadgroup-memory 32768 --json
-  capshim probe --json > guest.json && capshim explain --stock guest.json --profile host
+  capshim probe --json > guest.json && capshim explain --stock guest.json --profile native
 
 Exit codes:
   0  explained
-  1  error: bad profile options, unreadable or invalid --stock file (message on stderr)
+  1  error: bad profile options (also a value beyond any known Apple GPU without
+     --allow-beyond-hardware), unreadable or invalid --stock file (message on stderr)
   2  usage error")]
 pub struct ExplainArgs {
     #[command(flatten)]

@@ -25,7 +25,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the named profiles (stock, apple9-64k, host) with their values and provenance
+    /// List the named profiles (stock, native, apple9-64k) with their values and provenance
     Profiles(profiles::ProfilesArgs),
     Explain(explain::ExplainArgs),
     Run(run::RunArgs),

@@ -29,8 +29,8 @@ guest's real answers can be fed back with `capshim explain --stock FILE.json`.
 Examples:
   capshim probe
   capshim probe --json > guest.json
-  capshim run --profile host -- capshim probe
-  capshim probe --compare --profile host
+  capshim run --profile native -- capshim probe
+  capshim probe --compare --profile native
 
 Exit codes:
   0  printed
@@ -99,7 +99,7 @@ fn compare(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let resolved = args.profile.resolve()?;
     if resolved.profile.is_none() {
         bail!(
-            "--compare with --profile stock compares stock with stock; pick another profile (default apple9-64k)"
+            "--compare with --profile stock compares stock with stock; pick another profile (default: native, or apple9-64k where the host chip is not known)"
         );
     }
     let os = Os::current();

@@ -32,8 +32,10 @@ Sets the shim's CAPSHIM_* variables and the injection variable (DYLD_INSERT_LIBR
 macOS, LD_PRELOAD on Linux, appended to any existing value) for this command only, runs it
 with stdin/stdout/stderr attached, and afterwards prints one line on stderr from the shim's
 status file: `capshim: activated: hooked CLASS in PROCESS (pid N)` or
-`capshim: not activated: …` with the reason. Inherited CAPSHIM_* and LUME_METAL_* variables
-are dropped so exactly the chosen profile applies. capshim outlives Ctrl-C (the command gets
+`capshim: not activated: …` with the reason. Inherited CAPSHIM_* variables, and the published
+shims' LUME_METAL_*, TART_METAL_* and VEERTU_ANKA_GPU_*, are dropped so exactly the chosen
+profile applies. (The shim reads those published names too, each with its own shim's meaning,
+when set by hand: docs/shim.md lists every variable.) capshim outlives Ctrl-C (the command gets
 it too) and passes SIGTERM and SIGHUP on to the command, so the line is always printed.
 
 The shim library (libcapshim.dylib on macOS, libcapshim.so on Linux) is, unless --dylib is
@@ -48,7 +50,7 @@ com.apple.security.cs.allow-dyld-environment-variables entitlement).
 
 Examples:
   capshim run -- llama-bench -m model.gguf -p 512 -n 128
-  capshim run --profile host --require-active -- ./llama-server -m model.gguf
+  capshim run --profile native --require-active -- ./llama-server -m model.gguf
   capshim run --scope process --log queries -- python3 train.py
   capshim run --only-process llama-bench -- ./bench.sh
 

@@ -5,6 +5,7 @@ mod render;
 
 use capshim_profile::consumers::{LLAMA_CPP_SOURCE, LlamaCpp, MLX_SOURCE, Mlx};
 use capshim_profile::device::Answers;
+use capshim_profile::named;
 use serde::Serialize;
 
 use crate::device::DeviceReport;
@@ -38,7 +39,7 @@ pub struct Explanation {
 /// A profile's values, `null` for `stock`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProfileView {
-    /// `stock`, `apple9-64k`, `host`, `custom` or a profile file's name.
+    /// `stock`, `native`, `apple9-64k`, `custom` or a profile file's name.
     pub name: String,
     /// Highest Apple family answered true, or `null` for stock.
     pub apple_family_max: Option<i64>,
@@ -48,6 +49,27 @@ pub struct ProfileView {
     pub recommended_working_set_size: Option<u64>,
     /// Where the values come from.
     pub provenance: String,
+    /// The host chip, when known (`--cpu-brand`, or this machine's brand), and how the
+    /// profile differs from its bare-metal answers; `null` when not known.
+    pub host_chip: Option<HostChip>,
+}
+
+/// The host chip a profile is explained for.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostChip {
+    /// The chip generation, e.g. `M1`.
+    pub name: &'static str,
+    /// The CPU brand it was matched from.
+    pub brand: String,
+    /// Where the brand came from: `--cpu-brand` or `sysctl machdep.cpu.brand_string`.
+    pub matched_from: &'static str,
+    /// Its bare-metal highest Apple family.
+    pub apple_family: i64,
+    /// Its bare-metal threadgroup memory, in bytes.
+    pub threadgroup_memory: u64,
+    /// How the profile differs from those answers, in words (empty for its `native` profile
+    /// and for `stock`).
+    pub differences: Vec<String>,
 }
 
 /// Decisions of every known consumer.
@@ -111,6 +133,20 @@ pub fn explain(profile: &Resolved, stock: Option<(&str, &DeviceReport)>) -> Expl
                 .profile
                 .and_then(|p| p.recommended_working_set_size),
             provenance: profile.provenance.clone(),
+            host_chip: profile.chip.as_ref().map(|m| HostChip {
+                name: m.chip.name,
+                brand: m.brand.clone(),
+                matched_from: m.matched_from,
+                apple_family: m.chip.apple_family,
+                threadgroup_memory: m.chip.threadgroup_memory,
+                differences: profile
+                    .profile
+                    .map(|p| named::mismatches(&p, m.chip))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            }),
         },
         starting_from,
         consumers: Consumers::decide(&after, paravirtual),

@@ -36,6 +36,20 @@ pub fn render(e: &Explanation) -> String {
         None => writeln!(out, "Profile {}: no shim, the device's own answers", p.name),
     };
     let _ = writeln!(out, "  values from: {}", p.provenance);
+    if let Some(chip) = &p.host_chip {
+        let _ = writeln!(
+            out,
+            "  host chip: {} (CPU brand {:?}, {}): on bare metal {}, {} bytes of threadgroup memory",
+            chip.name,
+            chip.brand,
+            chip.matched_from,
+            GpuFamily(chip.apple_family),
+            chip.threadgroup_memory
+        );
+        for difference in &chip.differences {
+            let _ = writeln!(out, "  against the {}: {difference}", chip.name);
+        }
+    }
     let _ = writeln!(out, "  starting from: {}", e.starting_from);
     let _ = writeln!(out);
 

@@ -4,10 +4,10 @@ use capshim_profile::named;
 
 use super::*;
 use crate::profile::ProfileArgs;
+use crate::profile::chip::fake::FakeMachine;
 
 fn resolved(args: ProfileArgs) -> Resolved {
-    args.resolve_with(|| Err("no sysctl in tests".into()))
-        .unwrap()
+    args.resolve_with(&FakeMachine::linux()).unwrap()
 }
 
 fn named_profile(name: &str) -> Resolved {
@@ -34,7 +34,7 @@ fn apple9_64k_turns_on_the_simdgroup_paths() {
 }
 
 #[test]
-fn host_profiles_follow_the_chip() {
+fn native_profiles_follow_the_chip() {
     for (chip, brand, family) in [
         ("m1", "Apple M1 Ultra (Virtual)", 1007),
         ("m2", "Apple M2 Pro (Virtual)", 1008),
@@ -53,7 +53,9 @@ fn host_profiles_follow_the_chip() {
         assert_eq!(e.after.max_threadgroup_memory, 32768);
         let llama = &e.consumers.llama_cpp.decision;
         assert!(llama.simdgroup_reduction && llama.simdgroup_mm && !llama.tensor);
-        insta::assert_snapshot!(format!("host_{chip}"), render(&e));
+        assert_eq!(e.profile.name, "native");
+        assert!(e.profile.host_chip.as_ref().unwrap().differences.is_empty());
+        insta::assert_snapshot!(format!("native_{chip}"), render(&e));
     }
 }
 
@@ -84,6 +86,9 @@ fn probe_file_with_metal3_warns_about_mlx_residency_sets() {
             name: "apple9-64k".into(),
             profile: Some(named::apple9_64k()),
             provenance: "test".into(),
+            chip: None,
+            notes: Vec::new(),
+            warnings: Vec::new(),
         },
         Some(("probe.json", &report)),
     );
@@ -122,4 +127,22 @@ fn json_keeps_the_documented_shape() {
         v.pointer("/profile/recommended_working_set_size"),
         Some(&serde_json::Value::Null)
     );
+}
+
+#[test]
+fn apple9_64k_on_a_known_chip_says_what_it_claims_beyond_it() {
+    let e = explain(
+        &resolved(ProfileArgs {
+            profile: Some("apple9-64k".into()),
+            cpu_brand: Some("Apple M1 Ultra (Virtual)".into()),
+            ..Default::default()
+        }),
+        None,
+    );
+    let chip = e.profile.host_chip.as_ref().unwrap();
+    assert_eq!((chip.name, chip.apple_family), ("M1", 1007));
+    assert_eq!(chip.differences.len(), 2);
+    insta::assert_snapshot!("apple9_64k_on_m1", render(&e));
+    let v = serde_json::to_value(&e).unwrap();
+    assert_eq!(v.pointer("/profile/host_chip/name"), Some(&"M1".into()));
 }

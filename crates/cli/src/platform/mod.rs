@@ -1,7 +1,7 @@
 //! Platform-specific facts: `sysctl` values (macOS) and the Metal device (macOS only).
 //!
 //! Everything here runs programs or calls Metal; the rest of the CLI takes its results as
-//! plain values so it can be tested anywhere.
+//! plain values (or through the [`Machine`] trait) so it can be tested anywhere.
 
 #[cfg(target_os = "macos")]
 pub mod metal;
@@ -40,4 +40,51 @@ pub fn cpu_brand() -> Result<String, String> {
         ));
     }
     sysctl("machdep.cpu.brand_string")
+}
+
+/// The physical memory of this Mac or macOS guest in bytes (`sysctl hw.memsize`).
+///
+/// # Errors
+/// On systems other than macOS (where no macOS guest's memory can be read), or when `sysctl`
+/// fails or prints something else than a number, a message saying so.
+pub fn physical_memory() -> Result<u64, String> {
+    if !cfg!(target_os = "macos") {
+        return Err(format!(
+            "this is {}, not a macOS guest, so there is no hw.memsize to read",
+            std::env::consts::OS
+        ));
+    }
+    let text = sysctl("hw.memsize")?;
+    text.parse()
+        .map_err(|_| format!("`sysctl -n hw.memsize` printed {text:?}, not a number of bytes"))
+}
+
+/// The facts about this machine that choosing a profile depends on, behind a trait so that
+/// resolution is tested with injected facts.
+pub trait Machine {
+    /// As [`cpu_brand`].
+    ///
+    /// # Errors
+    /// Why the brand cannot be read.
+    fn cpu_brand(&self) -> Result<String, String>;
+
+    /// As [`physical_memory`].
+    ///
+    /// # Errors
+    /// Why the memory size cannot be read.
+    fn physical_memory(&self) -> Result<u64, String>;
+}
+
+/// The machine capshim runs on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThisMachine;
+
+impl Machine for ThisMachine {
+    fn cpu_brand(&self) -> Result<String, String> {
+        cpu_brand()
+    }
+
+    fn physical_memory(&self) -> Result<u64, String> {
+        physical_memory()
+    }
 }

@@ -1,36 +1,43 @@
 //! The profile options shared by `explain`, `run`, `probe --compare` and `agent`, and how
 //! they resolve to one validated [`Profile`].
 //!
-//! Resolution: a base (`--profile NAME` or `--profile-file FILE.toml`, default
-//! `apple9-64k`), then `--family-max`, `--threadgroup-memory` and `--working-set`
-//! override its fields. The result is checked by [`capshim_profile::env::parse`] over the
-//! variables the shim will receive, so anything the CLI accepts the shim accepts too.
+//! Resolution: a base (`--profile NAME` or `--profile-file FILE.toml`; without either,
+//! `native` where the host chip is known and `apple9-64k`, with a note saying why, where it is
+//! not), then `--family-max`, `--threadgroup-memory` and `--working-set` override its fields.
+//! The result is checked by [`capshim_profile::env::parse`] over the variables the shim will
+//! receive, so anything the CLI accepts the shim accepts too, and against the sanity limits
+//! ([`capshim_profile::limits`]): a value beyond any known Apple GPU is refused unless
+//! `--allow-beyond-hardware` is given.
 //!
+//! - [`chip`]: which chip the host is (`--cpu-brand` or `sysctl`).
 //! - [`file`]: reading a `--profile-file` TOML file.
+//! - [`sanity`]: applying the sanity limits to the options as given.
 
+pub mod chip;
 mod file;
+mod sanity;
 
 use std::fmt;
 use std::path::PathBuf;
 
-use capshim_profile::named::{self, NamedProfile};
+use capshim_profile::named::{self, Lookup, NamedProfile};
 use capshim_profile::number::parse_u64;
 use capshim_profile::{Profile, env};
 use clap::Args;
 use thiserror::Error;
 
-use crate::platform;
+use crate::platform::{Machine, ThisMachine};
+pub use chip::ChipMatch;
 
 /// The help heading of the profile options.
 const HEADING: &str = "Profile options";
 
-/// The profile used when no option names one: the published tested profile.
-pub const DEFAULT_PROFILE: &str = "apple9-64k";
-
 /// Profile options, flattened into every command that applies a profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct ProfileArgs {
-    /// Named profile: stock, apple9-64k (default) or host (see `capshim profiles`)
+    /// Named profile: native (the host chip's own answers; the default where the chip is
+    /// known), apple9-64k (the first published experiment's; the default elsewhere) or stock;
+    /// host is read as native (see `capshim profiles`)
     #[arg(long, value_name = "NAME", conflicts_with = "profile_file", help_heading = HEADING)]
     pub profile: Option<String>,
 
@@ -39,33 +46,48 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "FILE.toml", help_heading = HEADING)]
     pub profile_file: Option<PathBuf>,
 
-    /// Highest Apple MTLGPUFamily to answer true, 1001 (Apple1) to 1999, e.g. 1007 for Apple7
+    /// Highest Apple MTLGPUFamily to answer true, 1001 (Apple1) to 1999, e.g. 1007 for Apple7;
+    /// above 1010 (Apple10, the newest known) needs --allow-beyond-hardware
     #[arg(long, value_name = "N", value_parser = parse_number, help_heading = HEADING)]
     pub family_max: Option<u64>,
 
-    /// Floor for maxThreadgroupMemoryLength, in bytes (decimal or 0x hex), e.g. 65536
+    /// Floor for maxThreadgroupMemoryLength, in bytes (decimal or 0x hex), e.g. 32768; above
+    /// 65536 needs --allow-beyond-hardware
     #[arg(long, value_name = "BYTES", value_parser = parse_number, help_heading = HEADING)]
     pub threadgroup_memory: Option<u64>,
 
-    /// Floor for recommendedMaxWorkingSetSize, in bytes (decimal or 0x hex); unchanged when absent
+    /// Floor for recommendedMaxWorkingSetSize, in bytes (decimal or 0x hex); unchanged when
+    /// absent; above this machine's memory needs --allow-beyond-hardware
     #[arg(long, value_name = "BYTES", value_parser = parse_number, help_heading = HEADING)]
     pub working_set: Option<u64>,
 
-    /// CPU brand to match for --profile host instead of `sysctl machdep.cpu.brand_string`,
-    /// e.g. "Apple M1 Ultra (Virtual)"; implies --profile host
-    #[arg(long, value_name = "STRING", conflicts_with = "profile_file", help_heading = HEADING)]
+    /// The host chip's CPU brand, instead of `sysctl machdep.cpu.brand_string`, e.g.
+    /// "Apple M1 Ultra (Virtual)": native's values, and the default becomes native; accepted
+    /// with every profile
+    #[arg(long, value_name = "STRING", help_heading = HEADING)]
     pub cpu_brand: Option<String>,
+
+    /// Accept values beyond any known Apple GPU: a family above Apple10 (1010), threadgroup
+    /// memory above 65536 bytes, a working set above this machine's physical memory
+    #[arg(long, help_heading = HEADING)]
+    pub allow_beyond_hardware: bool,
 }
 
 /// A profile resolved from the options, ready to explain or inject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    /// What to call it in output: `stock`, `apple9-64k`, `host`, `custom`, or the file's `name`.
+    /// What to call it in output: `stock`, `native`, `apple9-64k`, `custom`, or the file's `name`.
     pub name: String,
     /// The values; `None` for `stock`, which runs without the shim.
     pub profile: Option<Profile>,
     /// Where the values come from, in words.
     pub provenance: String,
+    /// The host chip, when known (`--cpu-brand`, or this machine's brand).
+    pub chip: Option<ChipMatch>,
+    /// One-line notes for stderr: which default was used and why, `host` read as `native`.
+    pub notes: Vec<String>,
+    /// One-line warnings for stderr: values that change nothing, or beyond hardware but allowed.
+    pub warnings: Vec<String>,
 }
 
 /// Why the profile options cannot be resolved.
@@ -73,7 +95,7 @@ pub struct Resolved {
 pub enum ProfileArgsError {
     /// `--profile` names no known profile.
     #[error(
-        "--profile {0:?} is not a known profile; use stock, apple9-64k or host (`capshim profiles` lists them), or give --family-max"
+        "--profile {0:?} is not a known profile; use native, apple9-64k or stock (`capshim profiles` lists them), or give --family-max"
     )]
     UnknownName(String),
     /// Overrides were given together with `--profile stock`.
@@ -81,15 +103,17 @@ pub enum ProfileArgsError {
         "--profile stock runs without the shim, so {0} has nothing to change; drop it or pick another profile"
     )]
     StockWithOverrides(&'static str),
-    /// `--cpu-brand` was given with a profile other than `host`.
-    #[error("--cpu-brand only applies to --profile host, not --profile {0}; drop one of them")]
-    BrandWithoutHost(String),
-    /// The host chip could not be found.
+    /// `--profile native` (or `host`) where the host chip is not known.
     #[error(
-        "cannot match --profile host: {0}; pass the guest's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\""
+        "cannot use --profile {asked}: the host chip is not known: {why}; pass the guest's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", or pick --profile apple9-64k"
     )]
-    HostUndetected(String),
-    /// The CPU brand names no known chip.
+    NativeUnknown {
+        /// The profile as asked for: `native`, or `host (now called native)`.
+        asked: String,
+        /// Why the chip is not known.
+        why: String,
+    },
+    /// The CPU brand given names no known chip.
     #[error(transparent)]
     UnknownBrand(#[from] named::UnknownBrand),
     /// The profile file cannot be read.
@@ -113,6 +137,9 @@ pub enum ProfileArgsError {
     /// The values break the shim's own rules.
     #[error("{0}; the shim would refuse this profile and stay stock")]
     Refused(String),
+    /// A value is beyond any known Apple GPU and `--allow-beyond-hardware` was not given.
+    #[error("{0}")]
+    BeyondHardware(String),
 }
 
 /// Accepts what the shim accepts: decimal digits or `0x` hex, no sign, spaces or suffix.
@@ -138,6 +165,15 @@ impl From<Profile> for Fields {
     }
 }
 
+/// The base a profile starts from, before overrides.
+struct Base {
+    name: String,
+    fields: Fields,
+    provenance: String,
+    /// The `--profile-file` it was read from, for messages.
+    file: Option<PathBuf>,
+}
+
 impl ProfileArgs {
     /// Whether any of the value overrides is present.
     fn override_flag(&self) -> Option<&'static str> {
@@ -152,89 +188,50 @@ impl ProfileArgs {
         }
     }
 
-    /// Resolves the options, detecting the host chip with `sysctl` when `--profile host`
-    /// is asked without `--cpu-brand`.
+    /// Resolves the options on this machine (`sysctl` for the CPU brand and memory) and prints
+    /// the notes and warnings on stderr, one `capshim: note:` / `capshim: warning:` line each.
     ///
     /// # Errors
     /// [`ProfileArgsError`] names the option at fault and what to do.
     pub fn resolve(&self) -> Result<Resolved, ProfileArgsError> {
-        self.resolve_with(platform::cpu_brand)
+        let resolved = self.resolve_with(&ThisMachine)?;
+        for note in &resolved.notes {
+            eprintln!("capshim: note: {note}");
+        }
+        for warning in &resolved.warnings {
+            eprintln!("capshim: warning: {warning}");
+        }
+        Ok(resolved)
     }
 
-    /// As [`ProfileArgs::resolve`], with the CPU brand detector given (for tests).
-    pub fn resolve_with(
-        &self,
-        detect_brand: impl FnOnce() -> Result<String, String>,
-    ) -> Result<Resolved, ProfileArgsError> {
-        let base_name = match (&self.profile, &self.cpu_brand) {
-            (Some(name), Some(_)) if name != "host" => {
-                return Err(ProfileArgsError::BrandWithoutHost(name.clone()));
+    /// As [`ProfileArgs::resolve`], with the machine's facts given and nothing printed.
+    ///
+    /// # Errors
+    /// As [`ProfileArgs::resolve`].
+    pub fn resolve_with(&self, machine: &dyn Machine) -> Result<Resolved, ProfileArgsError> {
+        let chip = chip::find(self.cpu_brand.as_deref(), machine)?;
+        let mut notes = Vec::new();
+        let Some(base) = self.base(&chip, &mut notes)? else {
+            if let Some(flag) = self.override_flag() {
+                return Err(ProfileArgsError::StockWithOverrides(flag));
             }
-            (Some(name), _) => Some(name.as_str()),
-            (None, Some(_)) => Some("host"),
-            (None, None) => None,
+            let stock = named::find(named::STOCK).expect("stock is a fixed profile");
+            return Ok(Resolved {
+                name: stock.name.to_string(),
+                profile: None,
+                provenance: stock.provenance.to_string(),
+                chip: chip.ok(),
+                notes,
+                warnings: Vec::new(),
+            });
         };
 
-        let (mut name, fields, mut provenance) = if let Some(path) = &self.profile_file {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| ProfileArgsError::ReadFile {
-                    path: path.clone(),
-                    source,
-                })?;
-            let (name, fields) = file::parse(path, &text)?;
-            (
-                name.unwrap_or_else(|| "custom".to_string()),
-                fields,
-                format!("profile file {}", path.display()),
-            )
-        } else {
-            match base_name.unwrap_or(DEFAULT_PROFILE) {
-                "host" => {
-                    let (brand, how) = match &self.cpu_brand {
-                        Some(brand) => (brand.clone(), "--cpu-brand"),
-                        None => (
-                            detect_brand().map_err(ProfileArgsError::HostUndetected)?,
-                            "sysctl machdep.cpu.brand_string",
-                        ),
-                    };
-                    let (profile, chip) = named::host(&brand)?;
-                    (
-                        "host".to_string(),
-                        Fields::from(profile),
-                        format!(
-                            "bare-metal {chip} profile, matched from CPU brand {:?} ({how})",
-                            brand.trim()
-                        ),
-                    )
-                }
-                other => {
-                    let NamedProfile {
-                        name,
-                        provenance,
-                        profile,
-                        ..
-                    } = named::find(other)
-                        .ok_or_else(|| ProfileArgsError::UnknownName(other.to_string()))?;
-                    let Some(profile) = profile else {
-                        if let Some(flag) = self.override_flag() {
-                            return Err(ProfileArgsError::StockWithOverrides(flag));
-                        }
-                        return Ok(Resolved {
-                            name: name.to_string(),
-                            profile: None,
-                            provenance: provenance.to_string(),
-                        });
-                    };
-                    (
-                        name.to_string(),
-                        Fields::from(profile),
-                        provenance.to_string(),
-                    )
-                }
-            }
-        };
-
-        let mut fields = fields;
+        let Base {
+            mut name,
+            mut fields,
+            mut provenance,
+            file,
+        } = base;
         let mut changed = Vec::new();
         if let Some(v) = self.family_max {
             fields.family_max = Some(v);
@@ -254,11 +251,87 @@ impl ProfileArgs {
         }
 
         let profile = validate(fields)?;
+        let warnings = sanity::check(self, file.as_deref(), &profile, machine)?;
         Ok(Resolved {
             name,
             profile: Some(profile),
             provenance,
+            chip: chip.ok(),
+            notes,
+            warnings,
         })
+    }
+
+    /// The base profile, or `None` for `stock`.
+    fn base(
+        &self,
+        chip: &Result<ChipMatch, String>,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<Base>, ProfileArgsError> {
+        if let Some(path) = &self.profile_file {
+            let text =
+                std::fs::read_to_string(path).map_err(|source| ProfileArgsError::ReadFile {
+                    path: path.clone(),
+                    source,
+                })?;
+            let (name, fields) = file::parse(path, &text)?;
+            return Ok(Some(Base {
+                name: name.unwrap_or_else(|| "custom".to_string()),
+                fields,
+                provenance: format!("profile file {}", path.display()),
+                file: Some(path.clone()),
+            }));
+        }
+        let native = |chip: &ChipMatch| Base {
+            name: named::NATIVE.to_string(),
+            fields: Fields::from(named::native(chip.chip)),
+            provenance: format!(
+                "bare-metal {} profile, matched from CPU brand {:?} ({})",
+                chip.chip.name, chip.brand, chip.matched_from
+            ),
+            file: None,
+        };
+        let fixed = |p: NamedProfile| {
+            p.profile.map(|profile| Base {
+                name: p.name.to_string(),
+                fields: Fields::from(profile),
+                provenance: p.provenance.to_string(),
+                file: None,
+            })
+        };
+        let Some(name) = &self.profile else {
+            return Ok(Some(match chip {
+                Ok(chip) => native(chip),
+                Err(why) => {
+                    // Say so only when the default supplies a value the user did not give.
+                    if self.family_max.is_none() || self.threadgroup_memory.is_none() {
+                        notes.push(named::fallback_note(why));
+                    }
+                    let p = named::find(named::APPLE9_64K).expect("apple9-64k is a fixed profile");
+                    fixed(p).expect("apple9-64k has values")
+                }
+            }));
+        };
+        match named::lookup(name) {
+            Lookup::Fixed(p) => Ok(fixed(p)),
+            Lookup::Native { via_host_alias } => {
+                if via_host_alias {
+                    notes.push(named::HOST_ALIAS_NOTE.to_string());
+                }
+                match chip {
+                    Ok(chip) => Ok(Some(native(chip))),
+                    Err(why) => Err(ProfileArgsError::NativeUnknown {
+                        asked: if via_host_alias {
+                            format!("{name} (now called native)")
+                        } else {
+                            name.clone()
+                        },
+                        why: why.clone(),
+                    }),
+                }
+            }
+            Lookup::Unknown => Err(ProfileArgsError::UnknownName(name.clone())),
+        }
     }
 }
 
@@ -297,112 +370,4 @@ impl fmt::Display for Resolved {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn no_sysctl() -> Result<String, String> {
-        Err("no sysctl here".to_string())
-    }
-
-    fn resolve(args: ProfileArgs) -> Result<Resolved, ProfileArgsError> {
-        args.resolve_with(no_sysctl)
-    }
-
-    #[test]
-    fn default_is_the_published_profile() {
-        let r = resolve(ProfileArgs::default()).unwrap();
-        assert_eq!(r.name, "apple9-64k");
-        assert_eq!(r.profile, Some(named::apple9_64k()));
-    }
-
-    #[test]
-    fn stock_has_no_profile_and_refuses_overrides() {
-        let args = ProfileArgs {
-            profile: Some("stock".into()),
-            ..Default::default()
-        };
-        assert_eq!(resolve(args.clone()).unwrap().profile, None);
-        let err = resolve(ProfileArgs {
-            threadgroup_memory: Some(1),
-            ..args
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("--threadgroup-memory"), "{err}");
-    }
-
-    #[test]
-    fn cpu_brand_implies_host_and_detection_failure_says_what_to_do() {
-        let r = resolve(ProfileArgs {
-            cpu_brand: Some("Apple M2 Max (Virtual)".into()),
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!(r.name, "host");
-        assert_eq!(r.profile, Some(Profile::new(1008, 32768, None).unwrap()));
-        assert!(r.provenance.contains("M2"), "{}", r.provenance);
-
-        let err = resolve(ProfileArgs {
-            profile: Some("host".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("--cpu-brand"), "{err}");
-
-        let detected = ProfileArgs {
-            profile: Some("host".into()),
-            ..Default::default()
-        }
-        .resolve_with(|| Ok("Apple M5 (Virtual)\n".into()))
-        .unwrap();
-        assert_eq!(detected.profile.unwrap().apple_family_max, 1010);
-
-        let err = resolve(ProfileArgs {
-            cpu_brand: Some("Intel Xeon".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("apple9-64k"), "{err}");
-
-        let err = resolve(ProfileArgs {
-            profile: Some("apple9-64k".into()),
-            cpu_brand: Some("Apple M1".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(matches!(err, ProfileArgsError::BrandWithoutHost(_)));
-    }
-
-    #[test]
-    fn overrides_make_a_custom_profile_checked_by_the_shim_rules() {
-        let r = resolve(ProfileArgs {
-            family_max: Some(1007),
-            working_set: Some(1 << 34),
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!(r.name, "custom");
-        assert_eq!(
-            r.profile,
-            Some(Profile::new(1007, 65536, Some(1 << 34)).unwrap())
-        );
-        assert!(
-            r.provenance.contains("--family-max 1007"),
-            "{}",
-            r.provenance
-        );
-
-        let err = resolve(ProfileArgs {
-            family_max: Some(5001),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("1001"), "{err}");
-        assert!(matches!(
-            resolve(ProfileArgs {
-                profile: Some("apple10".into()),
-                ..Default::default()
-            }),
-            Err(ProfileArgsError::UnknownName(_))
-        ));
-    }
-}
+mod tests;

@@ -2,85 +2,31 @@
 //!
 //! [`parse`] is one pure function over the variables, so every rule is tested
 //! without touching a real environment. The shim calls it once, in its
-//! initializer. Names are `CAPSHIM_*`; the published reference shim's
-//! `LUME_METAL_*` names are accepted as aliases so existing LaunchAgents keep
-//! working.
+//! initializer. Names are `CAPSHIM_*`; the published shims' names for the same
+//! settings (`LUME_METAL_*`, `TART_METAL_*`, `VEERTU_ANKA_GPU_*`) are read too, with
+//! each shim's documented meaning, so that capshim drops into a setup made for any of
+//! them. Any two names of one setting that disagree leave the process stock.
+//!
+//! - [`names`]: the variables, the published shims' names and meanings, with sources.
+//! - [`error`]: why the process stays stock.
 
-use std::fmt;
+mod error;
+pub mod names;
 
-use crate::number::{NumberError, parse_u64};
+pub use error::ConfigError;
+pub use names::{
+    ALL, Alias, FAMILY_MAX, LOG, ONLY_PROCESS, OWNER_PID, PREFIXES, SCOPE, SHIMS, STATUS_FILE,
+    Shim, THREADGROUP_MEMORY, Var, WORKING_SET,
+};
+
+use crate::limits::Field;
+use crate::number::parse_u64;
 use crate::profile::{Profile, ProfileError};
-
-/// A setting's primary name and, where the reference shim had one, its alias.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Var {
-    /// The `CAPSHIM_*` name.
-    pub primary: &'static str,
-    /// The reference shim's `LUME_METAL_*` name, if any.
-    pub alias: Option<&'static str>,
-}
-
-/// Highest Apple family to answer true, 1001–1999. Required to activate.
-pub const FAMILY_MAX: Var = Var {
-    primary: "CAPSHIM_APPLE_FAMILY_MAX",
-    alias: Some("LUME_METAL_APPLE_FAMILY_MAX"),
-};
-/// Threadgroup memory floor in bytes; default 65536.
-pub const THREADGROUP_MEMORY: Var = Var {
-    primary: "CAPSHIM_MAX_THREADGROUP_MEMORY",
-    alias: Some("LUME_METAL_MAX_THREADGROUP_MEMORY"),
-};
-/// Working set floor in bytes; the working set is untouched when absent.
-pub const WORKING_SET: Var = Var {
-    primary: "CAPSHIM_RECOMMENDED_WORKING_SET_SIZE",
-    alias: Some("LUME_METAL_RECOMMENDED_WORKING_SET_SIZE"),
-};
-/// `children` (default) or `process`.
-pub const SCOPE: Var = Var {
-    primary: "CAPSHIM_SCOPE",
-    alias: None,
-};
-/// Activate only in a process whose executable name equals this.
-pub const ONLY_PROCESS: Var = Var {
-    primary: "CAPSHIM_ONLY_PROCESS",
-    alias: None,
-};
-/// `activation` (default), `off` or `queries`.
-pub const LOG: Var = Var {
-    primary: "CAPSHIM_LOG",
-    alias: None,
-};
-/// A file to which the shim appends one JSON object per event.
-pub const STATUS_FILE: Var = Var {
-    primary: "CAPSHIM_STATUS_FILE",
-    alias: None,
-};
-
-/// Set by the shim itself, not by users: the pid it first activated in when it is limited to
-/// one process (`CAPSHIM_SCOPE=process` or `CAPSHIM_ONLY_PROCESS`), so that an image the
-/// process replaces itself with (a framework Python's launcher re-executing the interpreter)
-/// counts as the same process and a child as another one. Launchers must not pass it on.
-pub const OWNER_PID: &str = "CAPSHIM_OWNER_PID";
-
-/// Every variable the shim reads, in the order the README lists them.
-pub const ALL: [Var; 7] = [
-    FAMILY_MAX,
-    THREADGROUP_MEMORY,
-    WORKING_SET,
-    SCOPE,
-    ONLY_PROCESS,
-    LOG,
-    STATUS_FILE,
-];
-
-/// Prefixes of the variables that belong to capshim; `CAPSHIM_SCOPE=process`
-/// removes every variable with one of them so that children start stock.
-pub const PREFIXES: [&str; 2] = ["CAPSHIM_", "LUME_METAL_"];
 
 /// Whether child processes inherit the injection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
-    /// Children inherit the injection and the variables (as the reference shim does).
+    /// Children inherit the injection and the variables (as the published shims do).
     #[default]
     Children,
     /// The shim removes itself and its variables from the environment, so children start stock.
@@ -109,95 +55,40 @@ pub struct Outputs {
     pub status_file: Option<Vec<u8>>,
 }
 
+/// The variable each profile value came from, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sources {
+    /// The family maximum's variable.
+    pub apple_family_max: &'static str,
+    /// The threadgroup memory's variable; `None` when it is the default of the shim whose
+    /// family variable was read.
+    pub max_threadgroup_memory: Option<&'static str>,
+    /// The working set's variable; `None` when unset.
+    pub recommended_working_set_size: Option<&'static str>,
+}
+
+impl Sources {
+    /// The variable that set `field`, if one did.
+    pub fn name_of(&self, field: Field) -> Option<&'static str> {
+        match field {
+            Field::AppleFamilyMax => Some(self.apple_family_max),
+            Field::ThreadgroupMemory => self.max_threadgroup_memory,
+            Field::WorkingSet => self.recommended_working_set_size,
+        }
+    }
+}
+
 /// An accepted configuration: the shim activates with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// The answers to raise.
     pub profile: Profile,
+    /// Which variable each value came from.
+    pub sources: Sources,
     /// Whether children inherit the shim.
     pub scope: Scope,
     /// Executable name the shim is limited to, if any.
     pub only_process: Option<Vec<u8>>,
-}
-
-/// Why the shim stays stock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConfigError {
-    /// No profile variable is set at all: the normal state of a process not meant to be shimmed.
-    NotConfigured,
-    /// A profile value is set but the required family maximum is not.
-    MissingFamily {
-        /// The variable that was set without it.
-        set: &'static str,
-    },
-    /// A value does not parse.
-    Malformed {
-        /// The variable's name as it appeared in the environment.
-        var: &'static str,
-        /// The value, lossily decoded for display.
-        value: String,
-        /// The rule it broke.
-        why: String,
-    },
-    /// The family maximum parsed but is out of range.
-    OutOfRange {
-        /// The variable's name as it appeared in the environment.
-        var: &'static str,
-        /// Why.
-        error: ProfileError,
-    },
-    /// A primary name and its alias are both set, to different values.
-    Conflict {
-        /// The `CAPSHIM_*` name.
-        primary: &'static str,
-        /// Its value.
-        primary_value: String,
-        /// The `LUME_METAL_*` name.
-        alias: &'static str,
-        /// Its value.
-        alias_value: String,
-    },
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::NotConfigured => {
-                write!(f, "not configured: {} is not set", FAMILY_MAX.primary)
-            }
-            ConfigError::MissingFamily { set } => write!(
-                f,
-                "{set} is set but {} is not; set it (e.g. 1009) to activate, or unset {set}",
-                FAMILY_MAX.primary
-            ),
-            ConfigError::Malformed { var, value, why } => {
-                write!(f, "{var}={:?} is malformed: {why}", clip(value))
-            }
-            ConfigError::OutOfRange { var, error } => write!(f, "{var}: {error}"),
-            ConfigError::Conflict {
-                primary,
-                primary_value,
-                alias,
-                alias_value,
-            } => write!(
-                f,
-                "{primary}={:?} and {alias}={:?} disagree; unset one of them",
-                clip(primary_value),
-                clip(alias_value)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// A value as messages show it: at most 64 characters, then `…`, so that one stray huge
-/// variable cannot flood a log line.
-fn clip(value: &str) -> String {
-    match value.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}…", &value[..cut]),
-        None => value.to_string(),
-    }
 }
 
 /// The result of reading the environment: where to report, and whether to activate.
@@ -209,29 +100,46 @@ pub struct Parsed {
     pub config: Result<Config, ConfigError>,
 }
 
+/// A numeric setting as given: the name that supplied it, its shim, and the number.
+#[derive(Clone, Copy, Debug)]
+struct Given {
+    name: &'static str,
+    shim: Shim,
+    value: u64,
+}
+
+/// The raw values of one setting, one slot per name in [`Var::names`] order.
+type Raw = Vec<Option<Vec<u8>>>;
+
 /// Reads the shim's configuration from `(name, value)` pairs, e.g. a process environment.
 ///
-/// Pure and total: any bytes are accepted as input and nothing panics. Names
-/// not listed in [`ALL`] (or their aliases) are ignored; an empty value counts
-/// as absent. The configuration is refused (the process stays stock) when the
-/// family maximum is absent, any value is malformed or out of range, or a
-/// primary and its alias are both set to different values.
+/// Pure and total: any bytes are accepted as input and nothing panics. Names not in
+/// [`ALL`] (under any shim's name) are ignored; an empty value counts as absent; a name given
+/// twice counts once, the last value. The configuration is refused (the process stays stock)
+/// when the family maximum is absent, any value is malformed or out of range, or two names of
+/// one setting are set to different numbers (the same number in two spellings agrees). Under
+/// a published shim's name, a value means what that shim documents: a family maximum of 0
+/// under Lume's or Tart's name asks for stock ([`ConfigError::Disabled`]), and a family
+/// maximum set alone raises threadgroup memory to that shim's default (65536 for all of them).
 pub fn parse<K, V>(vars: impl IntoIterator<Item = (K, V)>) -> Parsed
 where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
-    let mut values: [RawPair; ALL.len()] = Default::default();
+    let mut values: Vec<Raw> = ALL
+        .iter()
+        .map(|var| vec![None; var.names().count()])
+        .collect();
     for (name, value) in vars {
         let (name, value) = (name.as_ref(), value.as_ref());
         if value.is_empty() {
             continue;
         }
-        for (slot, var) in values.iter_mut().zip(ALL) {
-            if name == var.primary.as_bytes() {
-                slot.0 = Some(value.to_vec());
-            } else if var.alias.is_some_and(|alias| name == alias.as_bytes()) {
-                slot.1 = Some(value.to_vec());
+        for (slots, var) in values.iter_mut().zip(ALL) {
+            for (slot, alias) in slots.iter_mut().zip(var.names()) {
+                if name == alias.name.as_bytes() {
+                    *slot = Some(value.to_vec());
+                }
             }
         }
     }
@@ -240,14 +148,13 @@ where
         &values[index]
     };
 
-    let log_raw = &raw(LOG).0;
-    let log = log_raw.as_deref().map(parse_log);
+    let log = raw(LOG)[0].as_deref().map(parse_log);
     let outputs = Outputs {
         log: match log {
             Some(Ok(mode)) => mode,
             _ => LogMode::Activation,
         },
-        status_file: raw(STATUS_FILE).0.clone(),
+        status_file: raw(STATUS_FILE)[0].clone(),
     };
     let config = (|| {
         if let Some(Err(error)) = log {
@@ -256,7 +163,7 @@ where
         let family = number(FAMILY_MAX, raw(FAMILY_MAX))?;
         let threadgroup = number(THREADGROUP_MEMORY, raw(THREADGROUP_MEMORY))?;
         let working_set = number(WORKING_SET, raw(WORKING_SET))?;
-        let scope = match raw(SCOPE).0.as_deref() {
+        let scope = match raw(SCOPE)[0].as_deref() {
             None | Some(b"children") => Scope::Children,
             Some(b"process") => Scope::Process,
             Some(other) => {
@@ -267,39 +174,47 @@ where
                 ));
             }
         };
-        let only_process = raw(ONLY_PROCESS).0.clone();
-        let Some((family_var, family)) = family else {
-            return Err(match (threadgroup, working_set) {
-                (Some((var, _)), _) | (None, Some((var, _))) => {
-                    ConfigError::MissingFamily { set: var }
-                }
-                (None, None) => ConfigError::NotConfigured,
+        let only_process = raw(ONLY_PROCESS)[0].clone();
+        let Some(family) = family else {
+            return Err(match threadgroup.or(working_set) {
+                Some(set) => ConfigError::MissingFamily {
+                    set: set.name,
+                    family: names::name_in(FAMILY_MAX, set.shim).unwrap_or(FAMILY_MAX.primary),
+                },
+                None => ConfigError::NotConfigured,
             });
         };
-        let family = i64::try_from(family).map_err(|_| ConfigError::OutOfRange {
-            var: family_var,
-            error: ProfileError::FamilyOutOfRange(family.into()),
-        })?;
-        let profile = Profile::new(
-            family,
-            threadgroup.map_or(Profile::DEFAULT_MAX_THREADGROUP_MEMORY, |(_, v)| v),
-            working_set.map(|(_, v)| v),
-        )
-        .map_err(|error| ConfigError::OutOfRange {
-            var: family_var,
+        if family.value == 0 && family.shim.zero_family_is_stock {
+            return Err(ConfigError::Disabled {
+                var: family.name,
+                shim: family.shim.name,
+            });
+        }
+        let out_of_range = |error| ConfigError::OutOfRange {
+            var: family.name,
             error,
-        })?;
+        };
+        let family_max = i64::try_from(family.value)
+            .map_err(|_| out_of_range(ProfileError::FamilyOutOfRange(family.value.into())))?;
+        let profile = Profile::new(
+            family_max,
+            threadgroup.map_or(family.shim.default_threadgroup_memory, |g| g.value),
+            working_set.map(|g| g.value),
+        )
+        .map_err(out_of_range)?;
         Ok(Config {
             profile,
+            sources: Sources {
+                apple_family_max: family.name,
+                max_threadgroup_memory: threadgroup.map(|g| g.name),
+                recommended_working_set_size: working_set.map(|g| g.name),
+            },
             scope,
             only_process,
         })
     })();
     Parsed { outputs, config }
 }
-
-/// A setting's raw values under its primary name and its alias.
-type RawPair = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 fn parse_log(value: &[u8]) -> Result<LogMode, ConfigError> {
     match value {
@@ -322,36 +237,51 @@ fn malformed(var: &'static str, value: &[u8], why: impl Into<String>) -> ConfigE
     }
 }
 
-/// Parses a numeric setting from its primary and alias values, returning the
-/// name that supplied it and the value.
-fn number(
-    var: Var,
-    (primary, alias): &RawPair,
-) -> Result<Option<(&'static str, u64)>, ConfigError> {
-    let alias_name = var.alias.unwrap_or(var.primary);
-    let parse_one = |name: &'static str, bytes: &[u8]| {
-        parse_u64(bytes).map_err(|e: NumberError| malformed(name, bytes, e.to_string()))
-    };
-    let primary_value = primary
-        .as_deref()
-        .map(|b| parse_one(var.primary, b))
-        .transpose()?;
-    let alias_value = alias
-        .as_deref()
-        .map(|b| parse_one(alias_name, b))
-        .transpose()?;
-    match (primary_value, alias_value) {
-        (Some(p), Some(a)) if p != a => Err(ConfigError::Conflict {
-            primary: var.primary,
-            primary_value: String::from_utf8_lossy(primary.as_deref().unwrap_or_default())
-                .into_owned(),
-            alias: alias_name,
-            alias_value: String::from_utf8_lossy(alias.as_deref().unwrap_or_default()).into_owned(),
-        }),
-        (Some(p), _) => Ok(Some((var.primary, p))),
-        (None, Some(a)) => Ok(Some((alias_name, a))),
-        (None, None) => Ok(None),
+/// Parses one value under `alias`'s rules: capshim's number syntax, and under a shim that
+/// reads `strtoull(…, 0)`, no leading 0 before another digit (octal to that shim).
+fn parse_one(alias: Alias, bytes: &[u8]) -> Result<u64, ConfigError> {
+    if alias.shim.reads_octal && bytes.len() > 1 && bytes[0] == b'0' && bytes[1].is_ascii_digit() {
+        return Err(malformed(
+            alias.name,
+            bytes,
+            format!(
+                "a leading 0 makes it octal to {}'s shim (C strtoull) but decimal to capshim; write it without the leading 0, or in 0x hex",
+                alias.shim.name
+            ),
+        ));
     }
+    parse_u64(bytes).map_err(|e| malformed(alias.name, bytes, e.to_string()))
+}
+
+/// Parses a numeric setting from every name it is given under: malformed values first, then
+/// any two that disagree. Returns the first name given (in [`Var::names`] order) and its value.
+fn number(var: Var, raw: &Raw) -> Result<Option<Given>, ConfigError> {
+    let mut given: Vec<(Given, &[u8])> = Vec::new();
+    for (alias, bytes) in var.names().zip(raw) {
+        if let Some(bytes) = bytes {
+            let value = parse_one(alias, bytes)?;
+            given.push((
+                Given {
+                    name: alias.name,
+                    shim: alias.shim,
+                    value,
+                },
+                bytes,
+            ));
+        }
+    }
+    let Some(&(first, first_bytes)) = given.first() else {
+        return Ok(None);
+    };
+    if let Some(&(second, second_bytes)) = given.iter().find(|(g, _)| g.value != first.value) {
+        return Err(ConfigError::Conflict {
+            first: first.name,
+            first_value: String::from_utf8_lossy(first_bytes).into_owned(),
+            second: second.name,
+            second_value: String::from_utf8_lossy(second_bytes).into_owned(),
+        });
+    }
+    Ok(Some(first))
 }
 
 /// The variables that configure the shim with `profile`, primary names only, values in
@@ -371,12 +301,15 @@ pub fn vars_for(profile: &Profile) -> Vec<(&'static str, String)> {
     vars
 }
 
-/// Whether an environment variable name belongs to capshim (see [`PREFIXES`]).
+/// Whether an environment variable name belongs to capshim or a shim it stands in for (see
+/// [`PREFIXES`]).
 pub fn is_capshim_var(name: &[u8]) -> bool {
     PREFIXES
         .iter()
         .any(|prefix| name.starts_with(prefix.as_bytes()))
 }
 
+#[cfg(test)]
+mod properties;
 #[cfg(test)]
 mod tests;

@@ -276,3 +276,185 @@ fn query_logging_is_bounded_per_distinct_query_and_off_is_silent() {
         assert!(quiet.family(PARAVIRTUAL, 1009));
     }
 }
+
+#[test]
+fn a_published_shims_family_alone_unlocks_as_that_shim_does() {
+    for build in Build::ALL {
+        for (name, family) in [
+            ("TART_METAL_APPLE_FAMILY_MAX", 1009),
+            ("VEERTU_ANKA_GPU_APPLE_FAMILY_MAX", 1008),
+        ] {
+            let value = family.to_string();
+            let r = probe(build, &[], &[(name, &value)]);
+            assert!(
+                r.family(PARAVIRTUAL, family) && !r.family(PARAVIRTUAL, family + 1),
+                "{build:?} {name}: {}",
+                r.stderr
+            );
+            // Tart's and Anka's own default threadgroup memory, as a drop-in must keep it.
+            assert_eq!(r.get("AppleParavirtDevice.max_threadgroup_memory"), "65536");
+            assert_eq!(r.get("AppleParavirtDevice.llama.simdgroup_mm"), "true");
+            assert!(
+                r.stderr.contains(&format!(
+                    "apple_family_max={family} (Apple{}) max_threadgroup_memory=65536",
+                    family - 1000
+                )),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_disagreeing_published_name_leaves_it_stock_and_names_both() {
+    for build in Build::ALL {
+        let s = stock(build, &[]);
+        let r = probe(
+            build,
+            &[],
+            &[
+                ("TART_METAL_APPLE_FAMILY_MAX", "1009"),
+                ("VEERTU_ANKA_GPU_APPLE_FAMILY_MAX", "1007"),
+            ],
+        );
+        assert_same_answers(&r, &s, PARAVIRTUAL);
+        assert_eq!(
+            r.capshim_lines(),
+            [format!(
+                "capshim: staying stock in probe (pid {}): TART_METAL_APPLE_FAMILY_MAX=\"1009\" and VEERTU_ANKA_GPU_APPLE_FAMILY_MAX=\"1007\" disagree; unset one of them",
+                r.get("pid")
+            )],
+            "{build:?}"
+        );
+        // Agreeing names are one setting, whatever their spelling.
+        let r = probe(
+            build,
+            &[],
+            &[
+                ("TART_METAL_APPLE_FAMILY_MAX", "1009"),
+                ("VEERTU_ANKA_GPU_APPLE_FAMILY_MAX", "0x3f1"),
+                ("LUME_METAL_APPLE_FAMILY_MAX", "1009"),
+            ],
+        );
+        assert!(r.family(PARAVIRTUAL, 1009), "{build:?}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn tarts_documented_zero_stays_stock_quietly() {
+    for build in Build::ALL {
+        let dir = tempdir();
+        let status = dir.join("status.jsonl");
+        // As a Tart guest agent's environment with the family overridden to 0 for one command.
+        let r = probe(
+            build,
+            &[],
+            &[
+                ("TART_METAL_APPLE_FAMILY_MAX", "0"),
+                ("TART_METAL_MAX_THREADGROUP_MEMORY", "65536"),
+                ("CAPSHIM_STATUS_FILE", status.to_str().unwrap()),
+            ],
+        );
+        assert_same_answers(&r, &stock(build, &[]), PARAVIRTUAL);
+        assert_eq!(r.capshim_lines(), Vec::<&str>::new(), "{build:?}");
+        let events = events(&status);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["event"], "inactive");
+        assert_eq!(
+            events[0]["reason"],
+            "TART_METAL_APPLE_FAMILY_MAX=0: Tart documents 0 as stock capabilities, so this process stays stock"
+        );
+        // Anka documents no such meaning: its 0 is out of range, and said.
+        let r = probe(build, &[], &[("VEERTU_ANKA_GPU_APPLE_FAMILY_MAX", "0")]);
+        let lines = r.capshim_lines();
+        assert!(
+            lines.len() == 1
+                && lines[0].contains(
+                    "VEERTU_ANKA_GPU_APPLE_FAMILY_MAX: Apple family maximum 0 is outside"
+                ),
+            "{build:?}: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn scope_process_removes_the_published_names_from_children() {
+    for build in Build::ALL {
+        let published = [
+            ("LUME_METAL_APPLE_FAMILY_MAX", "1009"),
+            ("TART_METAL_APPLE_FAMILY_MAX", "1009"),
+            ("TART_METAL_MAX_THREADGROUP_MEMORY", "65536"),
+            ("VEERTU_ANKA_GPU_APPLE_FAMILY_MAX", "1009"),
+            ("VEERTU_ANKA_GPU_THREADGROUP_MEMORY_MIN", "65536"),
+            ("VEERTU_ANKA_GPU_WORKING_SET_MIN", "4294967296"),
+        ];
+        let inherited = |r: &crate::harness::Run| -> Vec<String> {
+            r.stdout
+                .lines()
+                .filter(|l| {
+                    ["CAPSHIM_", "LUME_METAL_", "TART_METAL_", "VEERTU_ANKA_GPU_"]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        let mut env = published.to_vec();
+        env.push(("CAPSHIM_SCOPE", "process"));
+        // The child prints its whole environment.
+        let r = probe(build, &["--then", "env"], &env);
+        assert!(r.family(PARAVIRTUAL, 1009), "{build:?}: {}", r.stderr);
+        assert_eq!(inherited(&r), Vec::<String>::new(), "{build:?}");
+        // Without it, children inherit every name.
+        let r = probe(build, &["--then", "env"], &published);
+        assert_eq!(
+            inherited(&r).len(),
+            published.len(),
+            "{build:?}: {:?}",
+            inherited(&r)
+        );
+    }
+}
+
+#[test]
+fn a_value_beyond_known_hardware_is_accepted_with_one_warning_line() {
+    for build in Build::ALL {
+        let r = probe(
+            build,
+            &[],
+            &[
+                ("TART_METAL_APPLE_FAMILY_MAX", "1999"),
+                ("CAPSHIM_MAX_THREADGROUP_MEMORY", "0"),
+            ],
+        );
+        // The published range still works: every Apple family through 1999 is answered.
+        assert!(r.family(PARAVIRTUAL, 1010), "{build:?}: {}", r.stderr);
+        assert_eq!(r.get("AppleParavirtDevice.max_threadgroup_memory"), "32768");
+        let warnings: Vec<&str> = r
+            .capshim_lines()
+            .into_iter()
+            .filter(|l| l.starts_with("capshim: warning in probe (pid "))
+            .collect();
+        assert_eq!(warnings.len(), 2, "{build:?}: {}", r.stderr);
+        assert!(
+            warnings[0]
+                .contains("TART_METAL_APPLE_FAMILY_MAX: 1999 is above MTLGPUFamilyApple10 (1010)"),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[1]
+                .contains("CAPSHIM_MAX_THREADGROUP_MEMORY: 0 bytes is below the 32768 bytes"),
+            "{}",
+            warnings[1]
+        );
+        // Within known hardware, nothing is said beyond the usual lines.
+        let quiet = probe(build, &[], UNLOCKED);
+        assert!(
+            !quiet.stderr.contains("warning"),
+            "{build:?}: {}",
+            quiet.stderr
+        );
+    }
+}
