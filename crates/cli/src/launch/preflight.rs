@@ -160,7 +160,7 @@ pub fn check(
             if os == Os::MacOs {
                 let hardened = matching
                     .iter()
-                    .filter_map(|s| s.signature)
+                    .filter_map(|s| s.signature.as_ref())
                     .find(|sig| sig.hardened_runtime);
                 if let Some(sig) = hardened {
                     if !sig.allow_dyld_environment_variables {
