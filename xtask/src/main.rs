@@ -4,6 +4,7 @@ mod checks;
 mod demo;
 mod dist;
 mod link;
+mod sdk;
 
 use std::process::ExitCode;
 
