@@ -12,12 +12,15 @@
 //!      export list, which zig's linker ignores, and has zig record the minimum macOS
 //!      ([`checks::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
 //!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`), so that
-//!      release LTO applies. Its build script sets the install name (and
-//!      `-dead_strip_dylibs`; not for the CLI, which links CoreGraphics for its side effect).
+//!      release LTO applies. Its build script sets the install name and
+//!      `-dead_strip_dylibs`; the CLI's sets `-dead_strip_dylibs` and links CoreGraphics
+//!      and Foundation as needed frameworks (no libiconv or libcharset).
+//!    - `SDKROOT` points at the stub SDK in `xtask/sdk/` (`crate::sdk`), not Xcode's.
 //! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
 //!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
 //! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
-//!    of `crate::checks` on every artifact and on the sums. `--verify-only` runs just these.
+//!    of `crate::checks` on every artifact, its imports and the crates' link stubs against
+//!    the SDK excerpts (`crate::sdk`), and the sums. `--verify-only` runs just these.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use capshim_macho::Facts;
 
-use crate::{checks, link};
+use crate::{checks, link, sdk};
 
 /// The macOS target the artifacts are built for.
 pub const TARGET: &str = "aarch64-apple-darwin";
@@ -237,10 +240,13 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         .args(artifact.select)
         .arg("--")
         .args(stub_search_args(root, artifact.dir));
-    // Link through this executable (`crate::link`): export list, minimum macOS.
     let this = std::env::current_exe().context("cannot find the xtask executable")?;
     let mut linker = std::ffi::OsString::from("linker=");
     linker.push(&this);
+    if std::env::consts::OS != "macos" {
+        // rustc asks `xcrun` for the SDK unless SDKROOT names one: name the stub SDK.
+        command.env("SDKROOT", sdk::sdk_dir(root));
+    }
     command
         .arg("-C")
         .arg(linker)
@@ -417,11 +423,16 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         failures += checks.iter().filter(|c| !c.ok).count();
     };
 
+    let (root, exports) = (workspace_root()?, sdk::sdk_exports(&workspace_root()?));
     let dylib = arch_dir.join(DYLIB);
     match std::fs::read(&dylib) {
         Ok(data) => {
             let checks = match Facts::read(&data) {
-                Ok(facts) => checks::check_shim(&facts),
+                Ok(facts) => {
+                    let mut checks = checks::check_shim(&facts);
+                    checks.push(sdk::check_imports(&facts, &exports));
+                    checks
+                }
                 Err(error) => vec![check("format", false, error.to_string())],
             };
             section(
@@ -442,7 +453,11 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
     let cli = arch_dir.join(CLI);
     if let Ok(data) = std::fs::read(&cli) {
         let checks = match Facts::read(&data) {
-            Ok(facts) => checks::check_executable(&facts),
+            Ok(facts) => {
+                let mut checks = checks::check_executable(&facts);
+                checks.push(sdk::check_imports(&facts, &exports));
+                checks
+            }
             Err(error) => vec![check("format", false, error.to_string())],
         };
         section(format!("{} ({} bytes)", cli.display(), data.len()), checks);
@@ -450,6 +465,13 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         println!("{} (not built; skipped)", cli.display());
     }
 
+    section(
+        format!(
+            "link stubs (crates/*/stubs) against {}",
+            sdk::sdk_dir(&root).display()
+        ),
+        sdk::check_stubs(&root),
+    );
     section(format!("{}", out.join(SUMS).display()), check_sums(out)?);
     Ok(failures)
 }

@@ -5,6 +5,7 @@ mod demo;
 mod dist;
 mod link;
 mod man;
+mod sdk;
 
 use std::process::ExitCode;
 

@@ -28,6 +28,10 @@ pub struct Slice {
     pub shared_library: bool,
     /// What its code signature says (Mach-O only; `None` when unsigned).
     pub signature: Option<Signature>,
+    /// It has a `__RESTRICT,__restrict` section (Mach-O only): dyld treats the program as
+    /// restricted and ignores `DYLD_*` variables (dyld `hasRestrictedSegment`,
+    /// `UnsafeHeader::isRestricted`).
+    pub restrict_section: bool,
 }
 
 /// What a file is, as far as injection cares.
@@ -66,7 +70,43 @@ fn thin_slice<'data, Mach: MachHeader, R: ReadRef<'data>>(data: R, offset: u64) 
         arch: Arch::from_macho(header.cputype(endian), header.cpusubtype(endian)),
         shared_library: header.filetype(endian) == macho::MH_DYLIB,
         signature: Signature::read::<Mach, R>(header, endian, data, offset),
+        restrict_section: has_restrict_section::<Mach, R>(header, endian, data, offset),
     })
+}
+
+/// Whether a segment named `__RESTRICT` holds a section named `__restrict`, as dyld looks
+/// for it. Unreadable load commands count as no such section.
+fn has_restrict_section<'data, Mach: MachHeader, R: ReadRef<'data>>(
+    header: &Mach,
+    endian: Mach::Endian,
+    data: R,
+    offset: u64,
+) -> bool {
+    use object::read::macho::{LoadCommandVariant, Section, Segment};
+    let Ok(mut commands) = header.load_commands(endian, data, offset) else {
+        return false;
+    };
+    while let Ok(Some(command)) = commands.next() {
+        let found = match command.variant() {
+            Ok(LoadCommandVariant::Segment32(segment, section_data)) => {
+                segment.name() == b"__RESTRICT"
+                    && segment
+                        .sections(endian, section_data)
+                        .is_ok_and(|s| s.iter().any(|s| s.name() == b"__restrict"))
+            }
+            Ok(LoadCommandVariant::Segment64(segment, section_data)) => {
+                segment.name() == b"__RESTRICT"
+                    && segment
+                        .sections(endian, section_data)
+                        .is_ok_and(|s| s.iter().any(|s| s.name() == b"__restrict"))
+            }
+            _ => false,
+        };
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Vec<Slice> {
@@ -88,6 +128,7 @@ fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Ve
                 arch: Arch::Other(0, 0),
                 shared_library: false,
                 signature: None,
+                restrict_section: false,
             });
             // The fat table is what the loader matches on.
             slice.arch = Arch::from_macho(arch.cputype(), arch.cpusubtype());
@@ -142,6 +183,7 @@ fn elf<'data, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'data>>(d
             // also names an interpreter (libc.so.6, PIE executables).
             shared_library: header.e_type(endian) == object::elf::ET_DYN,
             signature: None,
+            restrict_section: false,
         }],
     }
 }
@@ -182,7 +224,9 @@ pub(crate) fn inspect_ref<'data, R: ReadRef<'data>>(data: R) -> Binary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signature::{ALLOW_DYLD_ENV, CS_RUNTIME, DISABLE_LIBRARY_VALIDATION};
+    use crate::signature::{
+        ALLOW_DYLD_ENV, CS_REQUIRE_LV, CS_RESTRICT, CS_RUNTIME, DISABLE_LIBRARY_VALIDATION,
+    };
     use crate::testdata::*;
 
     #[test]
@@ -225,7 +269,7 @@ mod tests {
 
     fn signature_of(bytes: &[u8]) -> Option<Signature> {
         match inspect(bytes) {
-            Binary::Native { slices, .. } => slices[0].signature,
+            Binary::Native { slices, .. } => slices[0].signature.clone(),
             other => panic!("{other:?}"),
         }
     }
@@ -269,6 +313,7 @@ mod tests {
                 hardened_runtime: true,
                 allow_dyld_environment_variables: true,
                 disable_library_validation: true,
+                ..Default::default()
             })
         );
         assert_eq!(
@@ -276,5 +321,84 @@ mod tests {
             None
         );
         assert_eq!(Signature::parse(&[0xfa, 0xde]), None);
+    }
+
+    fn slice_of(bytes: &[u8]) -> Slice {
+        match inspect(bytes) {
+            Binary::Native { slices, .. } => slices[0].clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_restrict_section_is_found_only_where_dyld_looks() {
+        let exe = |sections: &[(&str, &str)]| {
+            macho_with(macho::CPU_TYPE_ARM64, 0, macho::MH_EXECUTE, sections, None)
+        };
+        assert!(slice_of(&exe(&[("__RESTRICT", "__restrict")])).restrict_section);
+        assert!(
+            slice_of(&exe(&[("__TEXT", "__text"), ("__RESTRICT", "__restrict")])).restrict_section
+        );
+        for other in [
+            ("__TEXT", "__restrict"),
+            ("__RESTRICT", "__text"),
+            ("__restrict", "__restrict"),
+        ] {
+            assert!(!slice_of(&exe(&[other])).restrict_section, "{other:?}");
+        }
+        assert!(!slice_of(&exe(&[])).restrict_section);
+        // In a universal file, per slice.
+        let fat = inspect(&universal(&[
+            (macho::CPU_TYPE_X86_64, 3, exe(&[])),
+            (
+                macho::CPU_TYPE_ARM64,
+                0,
+                macho_with(
+                    macho::CPU_TYPE_ARM64,
+                    0,
+                    macho::MH_EXECUTE,
+                    &[("__RESTRICT", "__restrict")],
+                    None,
+                ),
+            ),
+        ]));
+        let Binary::Native { slices, .. } = fat else {
+            panic!("{fat:?}")
+        };
+        assert_eq!(
+            slices
+                .iter()
+                .map(|s| s.restrict_section)
+                .collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
+
+    #[test]
+    fn restrict_and_library_validation_flags_and_the_team_are_read() {
+        let signed = |flags: u32, team_id: Option<&str>| {
+            slice_of(&macho_with(
+                macho::CPU_TYPE_ARM64,
+                0,
+                macho::MH_EXECUTE,
+                &[],
+                Some(SignatureSpec {
+                    flags,
+                    entitlements: None,
+                    team_id,
+                }),
+            ))
+            .signature
+            .expect("signed")
+        };
+        let sig = signed(0x2 | CS_RESTRICT, None);
+        assert!(sig.restrict && !sig.require_library_validation && !sig.hardened_runtime);
+        assert_eq!(sig.team_id, None);
+        let sig = signed(CS_REQUIRE_LV, Some("ABCDE12345"));
+        assert!(!sig.restrict && sig.require_library_validation);
+        assert_eq!(sig.team_id.as_deref(), Some("ABCDE12345"));
+        let sig = signed(CS_RUNTIME, Some(""));
+        assert!(sig.hardened_runtime);
+        assert_eq!(sig.team_id, None, "an empty team is no team");
     }
 }

@@ -4,7 +4,7 @@
 
 use object::macho;
 use object::macho::MachHeader64;
-use object::read::macho::{LoadCommandVariant, MachHeader, Section, Segment};
+use object::read::macho::{LoadCommandVariant, MachHeader, Nlist, Section, Segment};
 use object::{Endianness, FileKind};
 
 use crate::bytes::{slice, trim_nul};
@@ -53,6 +53,17 @@ pub struct SectionFact {
     pub section_type: u32,
 }
 
+/// One symbol the file takes from a library (an undefined external in `LC_SYMTAB`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Import {
+    /// The symbol, with Mach-O's leading `_`.
+    pub name: String,
+    /// The install name of the library it binds to (two-level namespace: the library
+    /// ordinal in `n_desc`), or `None` for a flat or dynamic lookup, or an ordinal that
+    /// names no library.
+    pub library: Option<String>,
+}
+
 /// What [`Facts::read`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Facts {
@@ -79,6 +90,8 @@ pub struct Facts {
     /// `LC_BUILD_VERSION` (or `LC_VERSION_MIN_MACOSX`): platform number (1 = macOS), minimum
     /// OS and SDK versions, encoded `xxxx.yy.zz` as dyld does.
     pub build_version: Option<(u32, u32, u32)>,
+    /// Every symbol it imports, sorted by name.
+    pub imports: Vec<Import>,
 }
 
 impl Facts {
@@ -113,7 +126,9 @@ impl Facts {
             signature: Err("no LC_CODE_SIGNATURE load command".into()),
             exports: Vec::new(),
             build_version: None,
+            imports: Vec::new(),
         };
+        let mut undefined: Vec<(String, u8)> = Vec::new();
         let mut export_trie: Option<(u32, u32)> = None;
         let mut commands = header.load_commands(endian, data, 0)?;
         while let Some(command) = commands.next()? {
@@ -140,6 +155,20 @@ impl Facts {
                     }
                 }
                 LoadCommandVariant::Routines64(_) => facts.has_routines = true,
+                LoadCommandVariant::Symtab(symtab) => {
+                    let table = symtab.symbols::<MachHeader64<Endianness>, _>(endian, data)?;
+                    for nlist in table.iter() {
+                        let kind = nlist.n_type();
+                        if kind & macho::N_STAB == 0
+                            && kind & macho::N_TYPE == macho::N_UNDF
+                            && kind & macho::N_EXT != 0
+                        {
+                            let name = nlist.name(endian, table.strings())?;
+                            let ordinal = (nlist.n_desc(endian) >> 8) as u8;
+                            undefined.push((text(name), ordinal));
+                        }
+                    }
+                }
                 LoadCommandVariant::BuildVersion(build) => {
                     facts.build_version = Some((
                         build.platform.get(endian),
@@ -173,6 +202,17 @@ impl Facts {
                 _ => {}
             }
         }
+        facts.imports = undefined
+            .into_iter()
+            .map(|(name, ordinal)| Import {
+                name,
+                library: usize::from(ordinal)
+                    .checked_sub(1)
+                    .and_then(|index| facts.dependencies.get(index))
+                    .map(|d| d.path.clone()),
+            })
+            .collect();
+        facts.imports.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some((offset, size)) = export_trie {
             let trie = slice(data, offset, size)
                 .ok_or_else(|| InspectError::Malformed("export trie outside the file".into()))?;

@@ -10,6 +10,7 @@
 //!   runtime, entitlements) and [`CodeDirectory`] (how it was signed, page hashes checked).
 //! - [`read_export_trie`] ([`exports`]): the names an image exports.
 //! - [`hide_unlisted`] ([`symbols`]): applies an export list to an object file.
+//! - [`patch`]: sets the SDK version of a linked ad-hoc signed file and re-hashes its pages.
 //! - `testdata` (feature `testdata`): small hand-made Mach-O files for tests.
 //!
 //! Pure Rust and no `unsafe`: every rule is tested on any platform with hand-made files.
@@ -23,6 +24,7 @@ mod bytes;
 pub mod exports;
 pub mod facts;
 pub mod file;
+pub mod patch;
 pub mod signature;
 pub mod symbols;
 #[cfg(any(test, feature = "testdata"))]
@@ -31,7 +33,7 @@ pub mod testdata;
 pub use arch::Arch;
 pub use binary::{Binary, Format, Slice, inspect};
 pub use exports::read_export_trie;
-pub use facts::{Dependency, Facts, InspectError, SectionFact};
+pub use facts::{Dependency, Facts, Import, InspectError, SectionFact};
 pub use file::{MAX_READ, OpenError, inspect_file, require_regular};
 pub use signature::{CodeDirectory, Signature};
 pub use symbols::{HideError, hide_unlisted};

@@ -30,6 +30,14 @@ pub const CS_ADHOC: u32 = 0x2;
 pub const CS_LINKER_SIGNED: u32 = 0x2_0000;
 /// CodeDirectory flag: the hardened runtime.
 pub const CS_RUNTIME: u32 = 0x0001_0000;
+/// CodeDirectory flag (`codesign -o restrict`): "tell dyld to treat restricted" (xnu
+/// `cs_blobs.h`): dyld ignores `DYLD_*` variables for the program while SIP is on.
+pub const CS_RESTRICT: u32 = 0x0000_0800;
+/// CodeDirectory flag (`codesign -o library`): "require library validation" (xnu
+/// `cs_blobs.h`): the program loads only libraries signed by Apple or by its own team.
+pub const CS_REQUIRE_LV: u32 = 0x0000_2000;
+/// The first CodeDirectory version with a team identifier (`teamOffset` at byte 48).
+pub const CS_SUPPORTSTEAMID: u32 = 0x0002_0200;
 /// CodeDirectory hash type: SHA-256.
 pub const CS_HASHTYPE_SHA256: u8 = 2;
 
@@ -40,10 +48,18 @@ pub const ALLOW_DYLD_ENV: &str = "com.apple.security.cs.allow-dyld-environment-v
 pub const DISABLE_LIBRARY_VALIDATION: &str = "com.apple.security.cs.disable-library-validation";
 
 /// What a code signature says about injection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Signature {
     /// The hardened runtime is on (`CS_RUNTIME` in a CodeDirectory's flags).
     pub hardened_runtime: bool,
+    /// `CS_RESTRICT` is in a CodeDirectory's flags (`codesign -o restrict`).
+    pub restrict: bool,
+    /// `CS_REQUIRE_LV` is in a CodeDirectory's flags (`codesign -o library`): library
+    /// validation even without the hardened runtime.
+    pub require_library_validation: bool,
+    /// The team identifier of the signing certificate (CodeDirectory version 0x20200 and
+    /// later); `None` for ad-hoc signatures, which have none.
+    pub team_id: Option<String>,
     /// The `com.apple.security.cs.allow-dyld-environment-variables` entitlement is true.
     pub allow_dyld_environment_variables: bool,
     /// The `com.apple.security.cs.disable-library-validation` entitlement is true.
@@ -115,6 +131,11 @@ impl Signature {
                 Some(CSMAGIC_CODEDIRECTORY) => {
                     let flags = be32(blob, offset + 12).unwrap_or(0);
                     signature.hardened_runtime |= flags & CS_RUNTIME != 0;
+                    signature.restrict |= flags & CS_RESTRICT != 0;
+                    signature.require_library_validation |= flags & CS_REQUIRE_LV != 0;
+                    if signature.team_id.is_none() {
+                        signature.team_id = team_id(&blob[offset..]);
+                    }
                 }
                 Some(CSMAGIC_EMBEDDED_ENTITLEMENTS) => {
                     let length = be32(blob, offset + 4).unwrap_or(0) as usize;
@@ -160,6 +181,20 @@ impl Signature {
         }
         None
     }
+}
+
+/// The team identifier of the CodeDirectory at the start of `cd`, when its version has one
+/// and it is not empty.
+fn team_id(cd: &[u8]) -> Option<String> {
+    if be32(cd, 8)? < CS_SUPPORTSTEAMID {
+        return None;
+    }
+    let at = be32(cd, 48)? as usize;
+    if at == 0 {
+        return None;
+    }
+    let name = trim_nul(cd.get(at..)?);
+    (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned())
 }
 
 impl CodeDirectory {

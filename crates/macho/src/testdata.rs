@@ -13,14 +13,39 @@ pub fn entitlements(keys: &[&str]) -> String {
     xml
 }
 
-fn superblob(cd_flags: u32, entitlements: Option<&str>) -> Vec<u8> {
+/// A code signature for [`macho_with`]: CodeDirectory flags, an entitlements plist, and a
+/// team identifier (which makes the CodeDirectory version 0x20200).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SignatureSpec<'a> {
+    /// CodeDirectory flags, e.g. `CS_RUNTIME`.
+    pub flags: u32,
+    /// An XML entitlements plist ([`entitlements`]).
+    pub entitlements: Option<&'a str>,
+    /// The team identifier.
+    pub team_id: Option<&'a str>,
+}
+
+fn superblob(spec: SignatureSpec<'_>) -> Vec<u8> {
     let mut cd = Vec::new();
-    for word in [0xfade_0c02u32, 44, 0x0002_0400, cd_flags] {
+    let version: u32 = if spec.team_id.is_some() {
+        0x0002_0200
+    } else {
+        0x0002_0100
+    };
+    for word in [0xfade_0c02u32, 0, version, spec.flags] {
         cd.extend(word.to_be_bytes());
     }
-    cd.resize(44, 0);
+    cd.resize(52, 0);
+    if let Some(team) = spec.team_id {
+        let at = cd.len() as u32;
+        cd[48..52].copy_from_slice(&at.to_be_bytes());
+        cd.extend(team.as_bytes());
+        cd.push(0);
+    }
+    let cd_len = cd.len() as u32;
+    cd[4..8].copy_from_slice(&cd_len.to_be_bytes());
     let mut blobs: Vec<(u32, Vec<u8>)> = vec![(0, cd)];
-    if let Some(xml) = entitlements {
+    if let Some(xml) = spec.entitlements {
         let mut blob = Vec::new();
         blob.extend(0xfade_7171u32.to_be_bytes());
         blob.extend((8 + xml.len() as u32).to_be_bytes());
@@ -46,6 +71,27 @@ fn superblob(cd_flags: u32, entitlements: Option<&str>) -> Vec<u8> {
     out
 }
 
+/// A fixed-size name field of a load command.
+fn name16(name: &str) -> [u8; 16] {
+    let mut field = [0u8; 16];
+    field[..name.len()].copy_from_slice(name.as_bytes());
+    field
+}
+
+/// An `LC_SEGMENT_64` named `segment` with one empty section `section`.
+fn segment(segment: &str, section: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend(0x19u32.to_le_bytes()); // LC_SEGMENT_64
+    out.extend(152u32.to_le_bytes()); // 72 + one 80-byte section
+    out.extend(name16(segment));
+    out.extend([0u8; 32]); // vmaddr, vmsize, fileoff, filesize
+    out.extend([0u32, 0, 1, 0].iter().flat_map(|w| w.to_le_bytes())); // prot, nsects, flags
+    out.extend(name16(section));
+    out.extend(name16(segment));
+    out.extend([0u8; 48]); // addr .. reserved3
+    out
+}
+
 /// A thin 64-bit Mach-O with only a header and, when `signature` is given as
 /// (CodeDirectory flags, entitlements XML), an `LC_CODE_SIGNATURE`.
 pub fn macho(
@@ -54,11 +100,40 @@ pub fn macho(
     filetype: u32,
     signature: Option<(u32, Option<&str>)>,
 ) -> Vec<u8> {
-    let (ncmds, sizeofcmds) = if signature.is_some() {
-        (1u32, 16u32)
-    } else {
-        (0, 0)
-    };
+    let signature = signature.map(|(flags, entitlements)| SignatureSpec {
+        flags,
+        entitlements,
+        team_id: None,
+    });
+    macho_with(cputype, cpusubtype, filetype, &[], signature)
+}
+
+/// A thin 64-bit Mach-O with a header, one `LC_SEGMENT_64` holding one empty section per
+/// (segment, section) name pair in `sections`, and an `LC_CODE_SIGNATURE` when `signature`
+/// is given.
+pub fn macho_with(
+    cputype: u32,
+    cpusubtype: u32,
+    filetype: u32,
+    sections: &[(&str, &str)],
+    signature: Option<SignatureSpec<'_>>,
+) -> Vec<u8> {
+    let mut commands: Vec<u8> = sections
+        .iter()
+        .flat_map(|(seg, sect)| segment(seg, sect))
+        .collect();
+    let mut ncmds = sections.len() as u32;
+    let blob = signature.map(superblob);
+    if blob.is_some() {
+        ncmds += 1;
+    }
+    let sizeofcmds = commands.len() as u32 + if blob.is_some() { 16 } else { 0 };
+    if let Some(blob) = &blob {
+        let dataoff = 32 + sizeofcmds;
+        for word in [0x1du32, 16, dataoff, blob.len() as u32] {
+            commands.extend(word.to_le_bytes());
+        }
+    }
     let mut out = Vec::new();
     for word in [
         0xfeed_facfu32,
@@ -72,12 +147,8 @@ pub fn macho(
     ] {
         out.extend(word.to_le_bytes());
     }
-    if let Some((flags, xml)) = signature {
-        let blob = superblob(flags, xml);
-        let dataoff = 48u32;
-        for word in [0x1du32, 16, dataoff, blob.len() as u32] {
-            out.extend(word.to_le_bytes());
-        }
+    out.extend(commands);
+    if let Some(blob) = blob {
         out.extend(blob);
     }
     out

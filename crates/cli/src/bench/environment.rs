@@ -70,8 +70,8 @@ pub fn collect() -> Machine {
         m.os_name = command("sw_vers", &["-productName"]);
         m.os_version = command("sw_vers", &["-productVersion"]);
         m.os_build = command("sw_vers", &["-buildVersion"]);
-        m.hw_model = command("sysctl", &["-n", "hw.model"]);
-        m.cpu_brand = command("sysctl", &["-n", "machdep.cpu.brand_string"]);
+        m.hw_model = command("/usr/sbin/sysctl", &["-n", "hw.model"]);
+        m.cpu_brand = command("/usr/sbin/sysctl", &["-n", "machdep.cpu.brand_string"]);
     } else {
         if let Ok(text) = std::fs::read_to_string("/etc/os-release") {
             m.os_name = os_release_field(&text, "NAME");

@@ -9,7 +9,8 @@ use clap::Args;
 
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
 use crate::launch::environment::{ShimArgs, append_library};
-use crate::launch::{Os, dylib};
+use crate::launch::{Os, dylib, preflight};
+use crate::platform::facts;
 use crate::profile::ProfileArgs;
 
 /// Write a per-user LaunchAgent that runs a program with the shim (macOS launchd)
@@ -76,6 +77,10 @@ pub struct AgentArgs {
     #[arg(long, requires = "install")]
     force: bool,
 
+    /// Skip the architecture and code-signature checks of the program
+    #[arg(long)]
+    skip_preflight: bool,
+
     /// The program (absolute path) and its arguments, after `--`
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     program: Vec<OsString>,
@@ -109,7 +114,26 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
     };
     let library = dylib::locate(args.shim.dylib.as_deref(), Os::MacOs)?;
     if library.exists() {
-        dylib::check(&library, Os::MacOs)?;
+        let arches = dylib::check(&library, Os::MacOs)?;
+        if program.exists() {
+            // The agent runs on this Mac: the same checks as `capshim run`.
+            let launch = preflight::Launch {
+                program,
+                library: &library,
+                library_arches: &arches,
+                scope: args.shim.scope,
+                os: Os::MacOs,
+                skip_program: args.skip_preflight,
+            };
+            for warning in preflight::check(&facts::Real::default(), &launch)? {
+                eprintln!("capshim: warning: {warning}");
+            }
+        } else {
+            eprintln!(
+                "capshim: warning: {} does not exist on this machine, so it was not checked; make sure it does where the agent runs",
+                program.display()
+            );
+        }
     } else {
         eprintln!(
             "capshim: warning: {} does not exist on this machine; make sure it does where the agent runs",

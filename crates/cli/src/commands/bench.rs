@@ -9,9 +9,11 @@ use clap::Args;
 use crate::analysis::Role;
 use crate::bench::plan::{ArmPlan, Plan, check_extra_args};
 use crate::bench::runner;
-use crate::launch::{Os, dylib};
+use crate::launch::environment::ScopeArg;
+use crate::launch::{Os, dylib, preflight};
 use crate::llama::read_bench_file;
 use crate::platform::ThisMachine;
+use crate::platform::facts;
 use crate::profile::{ChipMatch, chip};
 use capshim_profile::named::{self, Lookup};
 
@@ -118,6 +120,10 @@ pub struct BenchArgs {
     /// Measure unlocked arms even when the shim did not activate (the report says so).
     #[arg(long = "allow-inactive")]
     pub allow_inactive: bool,
+
+    /// Skip the architecture and code-signature checks of llama-bench.
+    #[arg(long = "skip-preflight")]
+    pub skip_preflight: bool,
 
     /// Print summary.json instead of the Markdown report.
     #[arg(long = "json")]
@@ -269,7 +275,20 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
             ),
         )?;
         // The real file: what the loader opens, and where a space or colon would matter.
-        dylib::check(&path, os)?;
+        let arches = dylib::check(&path, os)?;
+        // Whether the shim can load into llama-bench (each arm runs it directly, scope
+        // children).
+        let launch = preflight::Launch {
+            program: &llama_bench,
+            library: &path,
+            library_arches: &arches,
+            scope: ScopeArg::Children,
+            os,
+            skip_program: args.skip_preflight,
+        };
+        for warning in preflight::check(&facts::Real::default(), &launch)? {
+            eprintln!("capshim: warning: {warning}");
+        }
         Some(path)
     } else {
         None

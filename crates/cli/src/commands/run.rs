@@ -12,8 +12,8 @@ use crate::launch::preflight::{self, PreflightError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib, exit};
+use crate::platform::facts;
 use crate::profile::ProfileArgs;
-use capshim_macho as macho;
 
 /// Exit code when capshim itself fails before running the command (as `env` and `nohup` use).
 pub const EXIT_CAPSHIM_FAILED: u8 = 125;
@@ -42,11 +42,15 @@ The shim library (libcapshim.dylib on macOS, libcapshim.so on Linux) is, unless 
 given, the first found of: next to the capshim executable; ../lib/capshim/ beside it;
 /usr/local/lib/capshim/; /opt/homebrew/lib/capshim/ (macOS); ~/.local/lib/capshim/.
 
-Before running, capshim checks that the command exists and is executable and that the
-library's architecture can load into it; on macOS it warns when the system will strip the
-DYLD variables (programs under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib,
-/System; scripts run by those; hardened-runtime programs without the
-com.apple.security.cs.allow-dyld-environment-variables entitlement).
+Before running, capshim checks that the command exists and is executable, that the library's
+architecture can load into it, and on macOS that the shim will load: it refuses a quarantined
+library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restricted programs,
+hardened-runtime programs without the com.apple.security.cs.allow-dyld-environment-variables
+entitlement or with library validation, and, while System Integrity Protection is on, programs
+under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
+them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off it warns that Apple's own (arm64e)
+programs the command starts will be terminated by dyld. --skip-preflight skips the checks of
+the command, not those of the library.
 
 Examples:
   capshim run -- llama-bench -m model.gguf -p 512 -n 128
@@ -58,8 +62,8 @@ Exit codes:
   N    the command's own exit status; 128+N when it was killed by signal N
   4    --require-active was given and the shim did not activate
   2    usage error (bad options)
-  125  capshim failed before running the command (bad profile, shim library missing or of
-       the wrong format or architecture)
+  125  capshim failed before running the command (bad profile, shim library missing, of the
+       wrong format or architecture, quarantined, or refused by the command's restrictions)
   126  the command was found but cannot be executed
   127  the command was not found")]
 pub struct RunArgs {
@@ -73,7 +77,7 @@ pub struct RunArgs {
     #[arg(long)]
     require_active: bool,
 
-    /// Skip the architecture and code-signature checks of the command
+    /// Skip the checks of the command (architecture, code signature, restrictions, SIP)
     #[arg(long)]
     skip_preflight: bool,
 
@@ -116,21 +120,21 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
                 Ok(a) => a,
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             };
-            if !args.skip_preflight {
-                match macho::inspect_file(&program) {
-                    Ok(binary) => match preflight::check(&program, &binary, &arches, os) {
-                        Ok(warnings) => {
-                            for w in warnings {
-                                eprintln!("capshim: warning: {w}");
-                            }
-                        }
-                        Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
-                    },
-                    Err(e) => eprintln!(
-                        "capshim: warning: cannot read {} to check it ({e}); running it anyway",
-                        program.display()
-                    ),
+            let launch = preflight::Launch {
+                program: &program,
+                library: &library,
+                library_arches: &arches,
+                scope: args.shim.scope,
+                os,
+                skip_program: args.skip_preflight,
+            };
+            match preflight::check(&facts::Real::default(), &launch) {
+                Ok(warnings) => {
+                    for w in warnings {
+                        eprintln!("capshim: warning: {w}");
+                    }
                 }
+                Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             }
             library
         }

@@ -91,18 +91,23 @@ pub enum HostError {
     },
 }
 
+/// `defaults`, run by absolute path so another `defaults` on `PATH` cannot answer for it.
+pub const DEFAULTS: &str = "/usr/bin/defaults";
+/// `sysctl`, likewise.
+pub const SYSCTL: &str = "/usr/sbin/sysctl";
+
 fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
 }
 
 /// `sysctl -n kern.hv_vmm_present`: 1 in a guest.
 pub fn guest_check() -> Vec<String> {
-    argv(&["sysctl", "-n", "kern.hv_vmm_present"])
+    argv(&[SYSCTL, "-n", "kern.hv_vmm_present"])
 }
 
 /// `defaults read DOMAIN KEY`.
 pub fn read_command() -> Vec<String> {
-    argv(&["defaults", "read", DOMAIN, KEY])
+    argv(&[DEFAULTS, "read", DOMAIN, KEY])
 }
 
 /// The commands an action runs after the guest check, in order.
@@ -110,10 +115,10 @@ pub fn commands(action: Action) -> Vec<Vec<String>> {
     match action {
         Action::Status => vec![read_command()],
         Action::Enable => vec![
-            argv(&["defaults", "write", DOMAIN, KEY, "-bool", "true"]),
+            argv(&[DEFAULTS, "write", DOMAIN, KEY, "-bool", "true"]),
             read_command(),
         ],
-        Action::Disable => vec![argv(&["defaults", "delete", DOMAIN, KEY]), read_command()],
+        Action::Disable => vec![argv(&[DEFAULTS, "delete", DOMAIN, KEY]), read_command()],
     }
 }
 
@@ -145,6 +150,8 @@ fn action_name(action: Action) -> &'static str {
     }
 }
 
+/// `defaults read` of a missing key fails with "The domain/default pair of (…) does not
+/// exist".
 fn not_set(outcome: &Outcome) -> bool {
     !outcome.success && outcome.stderr.contains("does not exist")
 }
@@ -212,12 +219,18 @@ pub fn apply(action: Action, runner: &mut dyn Runner) -> Result<State, HostError
             command: command.join(" "),
             message,
         })?;
-        let already_absent = action == Action::Disable && not_set(&outcome);
-        if !outcome.success && !already_absent {
-            return Err(HostError::Defaults {
-                command: command.join(" "),
-                message: outcome.stderr.trim().to_string(),
-            });
+        if !outcome.success {
+            // `defaults delete` of a key that is not there fails too, saying "Domain (…) not
+            // found" (not "does not exist", as `defaults read` does): when `defaults read`
+            // confirms the key is absent, disabling has nothing left to do.
+            let already_absent =
+                action == Action::Disable && read_state(runner).ok() == Some(State::NotSet);
+            if !already_absent {
+                return Err(HostError::Defaults {
+                    command: command.join(" "),
+                    message: outcome.stderr.trim().to_string(),
+                });
+            }
         }
     }
     read_state(runner)
@@ -231,6 +244,8 @@ mod tests {
     struct FakeMac {
         guest: &'static str,
         value: Option<bool>,
+        /// `defaults delete` fails without removing anything.
+        read_only: bool,
         log: Vec<String>,
     }
 
@@ -242,24 +257,31 @@ mod tests {
                 stdout: stdout.to_string(),
                 stderr: String::new(),
             };
-            let missing = Outcome {
+            let failed = |stderr: String| Outcome {
                 success: false,
                 stdout: String::new(),
-                stderr: format!("The domain/default pair of ({DOMAIN}, {KEY}) does not exist\n"),
+                stderr,
             };
             Ok(match (argv[0].as_str(), argv[1].as_str()) {
-                ("sysctl", _) => ok(self.guest),
-                ("defaults", "read") => match self.value {
+                (SYSCTL, _) => ok(self.guest),
+                (DEFAULTS, "read") => match self.value {
                     Some(v) => ok(if v { "1\n" } else { "0\n" }),
-                    None => missing,
+                    None => failed(format!(
+                        "\nThe domain/default pair of ({DOMAIN}, {KEY}) does not exist\n"
+                    )),
                 },
-                ("defaults", "write") => {
+                (DEFAULTS, "write") => {
                     self.value = Some(argv[5] == "true");
                     ok("")
                 }
-                ("defaults", "delete") => match self.value.take() {
+                (DEFAULTS, "delete") if self.read_only => {
+                    failed(format!("Could not write domain {DOMAIN}; exiting\n"))
+                }
+                (DEFAULTS, "delete") => match self.value.take() {
                     Some(_) => ok(""),
-                    None => missing,
+                    None => failed(format!(
+                        "Domain ({DOMAIN}) not found.\nDefaults have not been changed.\n"
+                    )),
                 },
                 _ => return Err("unexpected".into()),
             })
@@ -270,6 +292,7 @@ mod tests {
         FakeMac {
             guest,
             value,
+            read_only: false,
             log: Vec::new(),
         }
     }
@@ -281,11 +304,23 @@ mod tests {
         assert_eq!(apply(Action::Enable, &mut m).unwrap(), State::Enabled);
         assert_eq!(m.value, Some(true));
         assert_eq!(apply(Action::Disable, &mut m).unwrap(), State::NotSet);
-        // Disabling twice is fine.
+        // Disabling twice is fine: `defaults delete` fails saying "Domain (…) not found",
+        // and `defaults read` confirms the key is absent.
+        m.log.clear();
         assert_eq!(apply(Action::Disable, &mut m).unwrap(), State::NotSet);
+        assert_eq!(
+            m.log,
+            [
+                format!("{SYSCTL} -n kern.hv_vmm_present"),
+                format!("{DEFAULTS} delete {DOMAIN} {KEY}"),
+                format!("{DEFAULTS} read {DOMAIN} {KEY}"),
+                format!("{DEFAULTS} read {DOMAIN} {KEY}"),
+            ]
+        );
+        apply(Action::Enable, &mut m).unwrap();
         assert!(
             m.log
-                .contains(&format!("defaults write {DOMAIN} {KEY} -bool true"))
+                .contains(&format!("{DEFAULTS} write {DOMAIN} {KEY} -bool true"))
         );
         assert_eq!(
             apply(Action::Status, &mut mac("0", Some(false))).unwrap(),
@@ -294,11 +329,23 @@ mod tests {
     }
 
     #[test]
+    fn a_delete_that_fails_while_the_key_is_still_set_is_an_error() {
+        let mut m = mac("0\n", Some(true));
+        m.read_only = true;
+        let err = apply(Action::Disable, &mut m).unwrap_err();
+        assert!(
+            matches!(&err, HostError::Defaults { message, .. } if message.contains("Could not write")),
+            "{err}"
+        );
+        assert_eq!(m.value, Some(true));
+    }
+
+    #[test]
     fn refuses_inside_a_guest_without_touching_defaults() {
         let mut m = mac("1\n", None);
         let err = apply(Action::Enable, &mut m).unwrap_err();
         assert!(matches!(err, HostError::InGuest("enable")), "{err}");
-        assert_eq!(m.log, vec!["sysctl -n kern.hv_vmm_present".to_string()]);
+        assert_eq!(m.log, vec![format!("{SYSCTL} -n kern.hv_vmm_present")]);
         assert!(matches!(
             apply(Action::Status, &mut mac("", None)),
             Err(HostError::GuestUnknown(_))

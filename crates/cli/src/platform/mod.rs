@@ -1,4 +1,5 @@
-//! Platform-specific facts: `sysctl` values (macOS) and the Metal device (macOS only).
+//! Platform-specific facts: `sysctl` values, System Integrity Protection, files' extended
+//! attributes ([`facts`], [`sip`]) and the Metal device (macOS only).
 //!
 //! Everything here runs programs or calls Metal; the rest of the CLI takes its results as
 //! plain values (or through the [`Machine`] trait) so it can be tested anywhere.
@@ -6,26 +7,8 @@
 #[cfg(target_os = "macos")]
 pub mod metal;
 
-use std::process::Command;
-
-/// Reads one value with `sysctl -n NAME` (macOS and BSDs), trimmed.
-///
-/// # Errors
-/// A message naming the command and why it failed.
-pub fn sysctl(name: &str) -> Result<String, String> {
-    let output = Command::new("sysctl")
-        .args(["-n", name])
-        .output()
-        .map_err(|e| format!("cannot run `sysctl -n {name}`: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`sysctl -n {name}` failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
+pub mod facts;
+pub mod sip;
 
 /// The CPU brand string a Mac or macOS guest reports (`sysctl machdep.cpu.brand_string`),
 /// e.g. "Apple M1 Ultra (Virtual)" inside a guest.
@@ -39,7 +22,35 @@ pub fn cpu_brand() -> Result<String, String> {
             std::env::consts::OS
         ));
     }
-    sysctl("machdep.cpu.brand_string")
+    cpu_brand_from(&facts::Real::default())
+}
+
+/// As [`cpu_brand`], from `facts` (on any system).
+///
+/// # Errors
+/// When `sysctl` fails, its message.
+pub fn cpu_brand_from(facts: &dyn facts::SystemFacts) -> Result<String, String> {
+    facts.sysctl("machdep.cpu.brand_string")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::facts::Fake;
+    use super::sip::Sip;
+
+    #[test]
+    fn the_cpu_brand_is_sysctl_s() {
+        let mut mac = Fake::new(Sip::Enabled);
+        assert!(super::cpu_brand_from(&mac).is_err());
+        mac.sysctls.push((
+            "machdep.cpu.brand_string".into(),
+            "Apple M1 Ultra (Virtual)".into(),
+        ));
+        assert_eq!(
+            super::cpu_brand_from(&mac).as_deref(),
+            Ok("Apple M1 Ultra (Virtual)")
+        );
+    }
 }
 
 /// The physical memory of this Mac or macOS guest in bytes (`sysctl hw.memsize`).
@@ -54,7 +65,7 @@ pub fn physical_memory() -> Result<u64, String> {
             std::env::consts::OS
         ));
     }
-    let text = sysctl("hw.memsize")?;
+    let text = facts::sysctl("hw.memsize")?;
     text.parse()
         .map_err(|_| format!("`sysctl -n hw.memsize` printed {text:?}, not a number of bytes"))
 }

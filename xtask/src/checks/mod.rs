@@ -23,6 +23,26 @@ pub const SHIM_EXPORT_ALLOW_LIST: &[(&str, &str)] = &[
 /// rustc's own minimum for aarch64-apple-darwin), as `(major, minor)`.
 pub const MINIMUM_MACOS: (u32, u32) = (11, 0);
 
+/// The macOS SDK version the artifacts record in `LC_BUILD_VERSION`, as `(major, minor)`:
+/// the SDK whose text stubs every imported symbol is checked against (`xtask/sdk/`).
+pub const SDK_VERSION: (u32, u32) = (11, 3);
+
+/// The code-signing identifier of libcapshim.dylib: the leaf of its install name, as
+/// Apple's linker and zig's name a dylib's ad-hoc signature.
+pub const SHIM_IDENTIFIER: &str = "libcapshim.dylib";
+/// The code-signing identifier of the `capshim` executable.
+pub const CLI_IDENTIFIER: &str = "capshim";
+
+/// The libraries libcapshim.dylib loads, and no others.
+pub const SHIM_DEPENDENCIES: &[&str] = &["/usr/lib/libSystem.B.dylib", "/usr/lib/libobjc.A.dylib"];
+/// The libraries the `capshim` executable loads, and no others (no libiconv, libcharset).
+pub const CLI_DEPENDENCIES: &[&str] = &[
+    "/System/Library/Frameworks/CoreGraphics.framework/Versions/A/CoreGraphics",
+    "/System/Library/Frameworks/Metal.framework/Versions/A/Metal",
+    "/usr/lib/libSystem.B.dylib",
+    "/usr/lib/libobjc.A.dylib",
+];
+
 /// Where the libraries a macOS artifact loads may live: the system's own.
 pub const SYSTEM_LIBRARY_PREFIXES: &[&str] = &["/usr/lib/", "/System/Library/"];
 
@@ -60,9 +80,9 @@ pub fn check_shim(facts: &Facts) -> Vec<Check> {
         format_check(facts, macho::MH_DYLIB),
         platform_check(facts),
         install_name_check(facts),
-        dependencies_check(facts),
+        dependencies_check(facts, SHIM_DEPENDENCIES),
         initializer_check(facts),
-        signature_check(facts),
+        signature_check(facts, SHIM_IDENTIFIER),
         exports_check(facts),
         interpose_check(facts),
     ]
@@ -73,8 +93,8 @@ pub fn check_executable(facts: &Facts) -> Vec<Check> {
     vec![
         format_check(facts, macho::MH_EXECUTE),
         platform_check(facts),
-        dependencies_check(facts),
-        signature_check(facts),
+        dependencies_check(facts, CLI_DEPENDENCIES),
+        signature_check(facts, CLI_IDENTIFIER),
         interpose_check(facts),
     ]
 }
@@ -102,7 +122,8 @@ fn version(encoded: u32) -> String {
 
 fn platform_check(facts: &Facts) -> Check {
     let (major, minor) = MINIMUM_MACOS;
-    let wanted = format!("macOS, minimum {major}.{minor} or older");
+    let (sdk_major, sdk_minor) = SDK_VERSION;
+    let wanted = format!("macOS, minimum {major}.{minor} or older, SDK {sdk_major}.{sdk_minor}");
     match facts.build_version {
         None => Check::new(
             "platform",
@@ -110,7 +131,9 @@ fn platform_check(facts: &Facts) -> Check {
             format!("no LC_BUILD_VERSION; expected {wanted}"),
         ),
         Some((platform, minos, sdk)) => {
-            let ok = platform == macho::PLATFORM_MACOS && minos <= (major << 16 | minor << 8);
+            let ok = platform == macho::PLATFORM_MACOS
+                && minos <= (major << 16 | minor << 8)
+                && sdk == (sdk_major << 16 | sdk_minor << 8);
             let name = if platform == macho::PLATFORM_MACOS {
                 "macOS".to_owned()
             } else {
@@ -141,7 +164,7 @@ fn install_name_check(facts: &Facts) -> Check {
     }
 }
 
-fn dependencies_check(facts: &Facts) -> Check {
+fn dependencies_check(facts: &Facts, expected: &[&str]) -> Check {
     if facts.dependencies.is_empty() {
         return Check::new(
             "dependencies",
@@ -183,8 +206,35 @@ fn dependencies_check(facts: &Facts) -> Check {
         .collect::<Vec<_>>()
         .join(", ")
     };
-    if outside.is_empty() {
+    let unexpected: Vec<&Dependency> = facts
+        .dependencies
+        .iter()
+        .filter(|d| !expected.contains(&d.path.as_str()))
+        .collect();
+    let missing: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|e| !facts.dependencies.iter().any(|d| d.path == *e))
+        .collect();
+    if outside.is_empty() && unexpected.is_empty() && missing.is_empty() {
         Check::new("dependencies", true, list(&mut facts.dependencies.iter()))
+    } else if outside.is_empty() {
+        let mut why = Vec::new();
+        if !unexpected.is_empty() {
+            why.push(format!("unexpected: {}", list(&mut unexpected.into_iter())));
+        }
+        if !missing.is_empty() {
+            why.push(format!("missing: {}", missing.join(", ")));
+        }
+        Check::new(
+            "dependencies",
+            false,
+            format!(
+                "{}; expected exactly {}",
+                why.join("; "),
+                expected.join(", ")
+            ),
+        )
     } else {
         Check::new(
             "dependencies",
@@ -231,7 +281,7 @@ fn initializer_check(facts: &Facts) -> Check {
     }
 }
 
-fn signature_check(facts: &Facts) -> Check {
+fn signature_check(facts: &Facts, identifier: &str) -> Check {
     match &facts.signature {
         Err(why) => Check::new("signature", false, why.clone()),
         Ok(sig) => {
@@ -244,11 +294,19 @@ fn signature_check(facts: &Facts) -> Check {
                 Ok(()) => format!("{} {} page hashes match", sig.pages, sig.hash),
                 Err(why) => why.clone(),
             };
-            Check::new(
-                "signature",
-                sig.pages_verified.is_ok(),
-                format!("{kind}, identifier {:?}, {pages}", sig.identifier),
-            )
+            // KNOWN GAP: the link wrapper's identifier patch does not yet take effect for the
+            // CLI, whose signature keeps rustc's `capshim-<hash>`; tolerated (and shown) until
+            // fixed.
+            let named = sig.identifier == identifier
+                || (identifier == CLI_IDENTIFIER
+                    && sig.identifier.strip_prefix("capshim-").is_some_and(|hash| {
+                        hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit())
+                    }));
+            let mut detail = format!("{kind}, identifier {:?}, {pages}", sig.identifier);
+            if !named {
+                detail += &format!("; expected identifier {identifier:?}");
+            }
+            Check::new("signature", sig.pages_verified.is_ok() && named, detail)
         }
     }
 }
@@ -338,222 +396,4 @@ fn file_type_name(file_type: u32) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use capshim_macho::{CodeDirectory, SectionFact};
-    use object::Endianness;
-
-    /// The libcapshim.dylib of the last `cargo xtask dist`, when there is one.
-    fn built_dylib() -> Option<Vec<u8>> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../dist/aarch64-apple-darwin/libcapshim.dylib");
-        let found = std::fs::read(&path).ok();
-        if found.is_none() {
-            eprintln!(
-                "{} is absent (run `cargo xtask dist`); real-file checks skipped",
-                path.display()
-            );
-        }
-        found
-    }
-
-    fn good_facts() -> Facts {
-        Facts {
-            cpu_type: macho::CPU_TYPE_ARM64,
-            cpu_subtype: macho::CPU_SUBTYPE_ARM64_ALL,
-            file_type: macho::MH_DYLIB,
-            install_name: Some(SHIM_INSTALL_NAME.into()),
-            dependencies: vec![
-                Dependency {
-                    command: "LC_LOAD_DYLIB",
-                    path: "/usr/lib/libSystem.B.dylib".into(),
-                },
-                Dependency {
-                    command: "LC_LOAD_DYLIB",
-                    path: "/usr/lib/libobjc.A.dylib".into(),
-                },
-            ],
-            rpaths: vec![],
-            sections: vec![SectionFact {
-                segment: "__DATA_CONST".into(),
-                name: "__mod_init_func".into(),
-                size: 8,
-                section_type: macho::S_MOD_INIT_FUNC_POINTERS,
-            }],
-            has_routines: false,
-            signature: Ok(CodeDirectory {
-                ad_hoc: true,
-                linker_signed: true,
-                identifier: "libcapshim.dylib".into(),
-                hash: "SHA-256",
-                pages: 3,
-                pages_verified: Ok(()),
-            }),
-            exports: vec!["___dso_handle".into(), "__mh_dylib_header".into()],
-            build_version: Some((macho::PLATFORM_MACOS, 0x000b_0000, 0x001b_0000)),
-        }
-    }
-
-    fn failing(facts: &Facts) -> Vec<&'static str> {
-        check_shim(facts)
-            .into_iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.name)
-            .collect()
-    }
-
-    #[test]
-    fn good_facts_pass_every_check() {
-        let checks = check_shim(&good_facts());
-        assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
-        assert_eq!(checks.len(), 8);
-    }
-
-    #[test]
-    fn each_rule_can_fail() {
-        let mut f = good_facts();
-        f.cpu_type = macho::CPU_TYPE_X86_64;
-        assert_eq!(failing(&f), ["format"]);
-
-        let mut f = good_facts();
-        f.cpu_subtype = macho::CPU_SUBTYPE_ARM64E;
-        assert_eq!(failing(&f), ["format"]);
-
-        let mut f = good_facts();
-        f.file_type = macho::MH_BUNDLE;
-        assert_eq!(failing(&f), ["format"]);
-
-        let mut f = good_facts();
-        f.build_version = Some((macho::PLATFORM_MACOS, 0x000f_0000, 0x001b_0000));
-        assert_eq!(failing(&f), ["platform"]);
-        f.build_version = Some((macho::PLATFORM_IOS, 0x000b_0000, 0x001b_0000));
-        assert_eq!(failing(&f), ["platform"]);
-        f.build_version = None;
-        assert_eq!(failing(&f), ["platform"]);
-
-        let mut f = good_facts();
-        f.install_name = Some("/work/target/release/deps/libcapshim.dylib".into());
-        assert_eq!(failing(&f), ["install name"]);
-        f.install_name = None;
-        assert_eq!(failing(&f), ["install name"]);
-
-        let mut f = good_facts();
-        f.dependencies.push(Dependency {
-            command: "LC_LOAD_DYLIB",
-            path: "/opt/homebrew/lib/libiconv.2.dylib".into(),
-        });
-        assert_eq!(failing(&f), ["dependencies"]);
-        f.dependencies[2].path = "@rpath/libfoo.dylib".into();
-        assert_eq!(failing(&f), ["dependencies"]);
-        f.dependencies[2].path = "/usr/lib/libobjc.A.dylib".into();
-        assert_eq!(failing(&f), ["dependencies"]);
-        f.dependencies.pop();
-        assert!(failing(&f).is_empty());
-        f.dependencies.clear();
-        assert_eq!(failing(&f), ["dependencies"]);
-
-        let mut f = good_facts();
-        f.sections[0].size = 0;
-        assert_eq!(failing(&f), ["initializer"]);
-        f.sections.clear();
-        assert_eq!(failing(&f), ["initializer"]);
-
-        let mut f = good_facts();
-        f.signature = Err("no LC_CODE_SIGNATURE load command".into());
-        assert_eq!(failing(&f), ["signature"]);
-        let mut f = good_facts();
-        if let Ok(sig) = &mut f.signature {
-            sig.pages_verified = Err("page 1 does not match".into());
-        }
-        assert_eq!(failing(&f), ["signature"]);
-
-        let mut f = good_facts();
-        f.exports
-            .push("__RNvNtCsg55jX0GwzBC_3std9panicking11EMPTY_PANIC".into());
-        assert_eq!(failing(&f), ["exports"]);
-        let mut f = good_facts();
-        f.exports.push("_rust_eh_personality".into());
-        assert_eq!(failing(&f), ["exports"]);
-        let mut f = good_facts();
-        f.exports
-            .push("__ZN4core3fmt5write17h0123456789abcdefE".into());
-        assert_eq!(failing(&f), ["exports"]);
-
-        let mut f = good_facts();
-        f.sections.push(SectionFact {
-            segment: "__DATA".into(),
-            name: "__interpose".into(),
-            size: 16,
-            section_type: macho::S_REGULAR,
-        });
-        assert_eq!(failing(&f), ["no interpose"]);
-    }
-
-    #[test]
-    fn no_exports_is_fine_and_init_offsets_count() {
-        let mut f = good_facts();
-        f.exports.clear();
-        f.sections[0] = SectionFact {
-            segment: "__TEXT".into(),
-            name: "__init_offsets".into(),
-            size: 4,
-            section_type: macho::S_INIT_FUNC_OFFSETS,
-        };
-        assert!(failing(&f).is_empty());
-    }
-
-    #[test]
-    fn mangling_detection() {
-        assert!(is_mangled("__RNvCs1234_7capshim4init"));
-        assert!(is_mangled(
-            "__ZN7capshim4init10initialize17h48d04b73f4c308e2E"
-        ));
-        assert!(!is_mangled("___dso_handle"));
-        assert!(!is_mangled("__mh_dylib_header"));
-        assert!(!is_mangled("_rust_eh_personality"));
-        assert!(!is_mangled("_Rfoo"));
-    }
-
-    #[test]
-    fn object_files_fail_the_shim_rules() {
-        use object::write::Object;
-        use object::{Architecture, BinaryFormat};
-        let obj = Object::new(
-            BinaryFormat::MachO,
-            Architecture::X86_64,
-            Endianness::Little,
-        )
-        .write()
-        .unwrap();
-        let facts = Facts::read(&obj).unwrap();
-        let failed = failing(&facts);
-        for rule in [
-            "format",
-            "install name",
-            "dependencies",
-            "initializer",
-            "signature",
-        ] {
-            assert!(failed.contains(&rule), "{rule} should fail: {failed:?}");
-        }
-    }
-
-    #[test]
-    fn real_dylib_passes_and_tampering_fails() {
-        let Some(dylib) = built_dylib() else { return };
-        let facts = Facts::read(&dylib).unwrap();
-        let checks = check_shim(&facts);
-        assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
-
-        // One flipped byte in the code is caught by the page hashes.
-        let mut tampered = dylib.clone();
-        tampered[0x2000] ^= 0xff;
-        assert_eq!(failing(&Facts::read(&tampered).unwrap()), ["signature"]);
-
-        // Truncating the signature away is caught too.
-        let truncated = &dylib[..dylib.len() - 64];
-        if let Ok(facts) = Facts::read(truncated) {
-            assert!(failing(&facts).contains(&"signature"));
-        }
-    }
-}
+mod tests;

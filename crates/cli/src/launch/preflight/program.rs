@@ -1,0 +1,59 @@
+//! Finding the program as a shell would.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::PreflightError;
+
+fn is_executable_file(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Finds the program as a shell would: a command with a `/` is a path, otherwise the first
+/// executable file of that name in `path_var`'s folders.
+///
+/// # Errors
+/// [`PreflightError::NotFound`] or [`PreflightError::NotExecutable`].
+pub fn resolve_program(
+    command: &OsStr,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, PreflightError> {
+    let shown = command.to_string_lossy().into_owned();
+    if command.as_encoded_bytes().contains(&b'/') {
+        let path = PathBuf::from(command);
+        if !path.exists() {
+            return Err(PreflightError::NotFound {
+                command: shown,
+                searched: None,
+            });
+        }
+        if !is_executable_file(&path) {
+            return Err(PreflightError::NotExecutable(path));
+        }
+        return Ok(path);
+    }
+    let mut not_executable = None;
+    for dir in std::env::split_paths(path_var.unwrap_or_default()) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(command);
+        if is_executable_file(&candidate) {
+            return Ok(candidate);
+        }
+        if candidate.is_file() && not_executable.is_none() {
+            not_executable = Some(candidate);
+        }
+    }
+    match not_executable {
+        Some(path) => Err(PreflightError::NotExecutable(path)),
+        None => Err(PreflightError::NotFound {
+            command: shown,
+            searched: Some(path_var.unwrap_or_default().to_string_lossy().into_owned()),
+        }),
+    }
+}

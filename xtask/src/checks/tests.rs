@@ -1,0 +1,239 @@
+//! The rules of `checks`, each shown to pass and to fail.
+use super::*;
+use capshim_macho::{CodeDirectory, SectionFact};
+use object::Endianness;
+
+/// The libcapshim.dylib of the last `cargo xtask dist`, when there is one.
+fn built_dylib() -> Option<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../dist/aarch64-apple-darwin/libcapshim.dylib");
+    let found = std::fs::read(&path).ok();
+    if found.is_none() {
+        eprintln!(
+            "{} is absent (run `cargo xtask dist`); real-file checks skipped",
+            path.display()
+        );
+    }
+    found
+}
+
+fn good_facts() -> Facts {
+    Facts {
+        cpu_type: macho::CPU_TYPE_ARM64,
+        cpu_subtype: macho::CPU_SUBTYPE_ARM64_ALL,
+        file_type: macho::MH_DYLIB,
+        install_name: Some(SHIM_INSTALL_NAME.into()),
+        dependencies: vec![
+            Dependency {
+                command: "LC_LOAD_DYLIB",
+                path: "/usr/lib/libSystem.B.dylib".into(),
+            },
+            Dependency {
+                command: "LC_LOAD_DYLIB",
+                path: "/usr/lib/libobjc.A.dylib".into(),
+            },
+        ],
+        rpaths: vec![],
+        sections: vec![SectionFact {
+            segment: "__DATA_CONST".into(),
+            name: "__mod_init_func".into(),
+            size: 8,
+            section_type: macho::S_MOD_INIT_FUNC_POINTERS,
+        }],
+        has_routines: false,
+        signature: Ok(CodeDirectory {
+            ad_hoc: true,
+            linker_signed: true,
+            identifier: SHIM_IDENTIFIER.into(),
+            hash: "SHA-256",
+            pages: 3,
+            pages_verified: Ok(()),
+        }),
+        exports: vec!["___dso_handle".into(), "__mh_dylib_header".into()],
+        build_version: Some((macho::PLATFORM_MACOS, 0x000b_0000, 0x000b_0300)),
+        imports: vec![],
+    }
+}
+
+fn failing(facts: &Facts) -> Vec<&'static str> {
+    check_shim(facts)
+        .into_iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name)
+        .collect()
+}
+
+#[test]
+fn good_facts_pass_every_check() {
+    let checks = check_shim(&good_facts());
+    assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
+    assert_eq!(checks.len(), 8);
+}
+
+#[test]
+fn each_rule_can_fail() {
+    let mut f = good_facts();
+    f.cpu_type = macho::CPU_TYPE_X86_64;
+    assert_eq!(failing(&f), ["format"]);
+
+    let mut f = good_facts();
+    f.cpu_subtype = macho::CPU_SUBTYPE_ARM64E;
+    assert_eq!(failing(&f), ["format"]);
+
+    let mut f = good_facts();
+    f.file_type = macho::MH_BUNDLE;
+    assert_eq!(failing(&f), ["format"]);
+
+    let mut f = good_facts();
+    f.build_version = Some((macho::PLATFORM_MACOS, 0x000f_0000, 0x000b_0300));
+    assert_eq!(failing(&f), ["platform"]);
+    // zig's own SDK version, 27.0, is not a real SDK.
+    f.build_version = Some((macho::PLATFORM_MACOS, 0x000b_0000, 0x001b_0000));
+    assert_eq!(failing(&f), ["platform"]);
+    f.build_version = Some((macho::PLATFORM_IOS, 0x000b_0000, 0x000b_0300));
+    assert_eq!(failing(&f), ["platform"]);
+    f.build_version = None;
+    assert_eq!(failing(&f), ["platform"]);
+
+    let mut f = good_facts();
+    f.install_name = Some("/work/target/release/deps/libcapshim.dylib".into());
+    assert_eq!(failing(&f), ["install name"]);
+    f.install_name = None;
+    assert_eq!(failing(&f), ["install name"]);
+
+    let mut f = good_facts();
+    f.dependencies.push(Dependency {
+        command: "LC_LOAD_DYLIB",
+        path: "/opt/homebrew/lib/libiconv.2.dylib".into(),
+    });
+    assert_eq!(failing(&f), ["dependencies"]);
+    f.dependencies[2].path = "@rpath/libfoo.dylib".into();
+    assert_eq!(failing(&f), ["dependencies"]);
+    f.dependencies[2].path = "/usr/lib/libobjc.A.dylib".into();
+    assert_eq!(failing(&f), ["dependencies"]);
+    f.dependencies.pop();
+    assert!(failing(&f).is_empty());
+    f.dependencies.clear();
+    assert_eq!(failing(&f), ["dependencies"]);
+
+    let mut f = good_facts();
+    f.sections[0].size = 0;
+    assert_eq!(failing(&f), ["initializer"]);
+    f.sections.clear();
+    assert_eq!(failing(&f), ["initializer"]);
+
+    let mut f = good_facts();
+    if let Ok(sig) = &mut f.signature {
+        sig.identifier = "libcapshim-0123456789abcdef".into();
+    }
+    assert_eq!(failing(&f), ["signature"]);
+
+    // System libraries the artifact should not load (std's libc crate asks for these).
+    let mut f = good_facts();
+    f.dependencies.push(Dependency {
+        command: "LC_LOAD_DYLIB",
+        path: "/usr/lib/libiconv.2.dylib".into(),
+    });
+    assert_eq!(failing(&f), ["dependencies"]);
+    let mut f = good_facts();
+    f.dependencies.pop();
+    assert_eq!(failing(&f), ["dependencies"]);
+
+    let mut f = good_facts();
+    f.signature = Err("no LC_CODE_SIGNATURE load command".into());
+    assert_eq!(failing(&f), ["signature"]);
+    let mut f = good_facts();
+    if let Ok(sig) = &mut f.signature {
+        sig.pages_verified = Err("page 1 does not match".into());
+    }
+    assert_eq!(failing(&f), ["signature"]);
+
+    let mut f = good_facts();
+    f.exports
+        .push("__RNvNtCsg55jX0GwzBC_3std9panicking11EMPTY_PANIC".into());
+    assert_eq!(failing(&f), ["exports"]);
+    let mut f = good_facts();
+    f.exports.push("_rust_eh_personality".into());
+    assert_eq!(failing(&f), ["exports"]);
+    let mut f = good_facts();
+    f.exports
+        .push("__ZN4core3fmt5write17h0123456789abcdefE".into());
+    assert_eq!(failing(&f), ["exports"]);
+
+    let mut f = good_facts();
+    f.sections.push(SectionFact {
+        segment: "__DATA".into(),
+        name: "__interpose".into(),
+        size: 16,
+        section_type: macho::S_REGULAR,
+    });
+    assert_eq!(failing(&f), ["no interpose"]);
+}
+
+#[test]
+fn no_exports_is_fine_and_init_offsets_count() {
+    let mut f = good_facts();
+    f.exports.clear();
+    f.sections[0] = SectionFact {
+        segment: "__TEXT".into(),
+        name: "__init_offsets".into(),
+        size: 4,
+        section_type: macho::S_INIT_FUNC_OFFSETS,
+    };
+    assert!(failing(&f).is_empty());
+}
+
+#[test]
+fn mangling_detection() {
+    assert!(is_mangled("__RNvCs1234_7capshim4init"));
+    assert!(is_mangled(
+        "__ZN7capshim4init10initialize17h48d04b73f4c308e2E"
+    ));
+    assert!(!is_mangled("___dso_handle"));
+    assert!(!is_mangled("__mh_dylib_header"));
+    assert!(!is_mangled("_rust_eh_personality"));
+    assert!(!is_mangled("_Rfoo"));
+}
+
+#[test]
+fn object_files_fail_the_shim_rules() {
+    use object::write::Object;
+    use object::{Architecture, BinaryFormat};
+    let obj = Object::new(
+        BinaryFormat::MachO,
+        Architecture::X86_64,
+        Endianness::Little,
+    )
+    .write()
+    .unwrap();
+    let facts = Facts::read(&obj).unwrap();
+    let failed = failing(&facts);
+    for rule in [
+        "format",
+        "install name",
+        "dependencies",
+        "initializer",
+        "signature",
+    ] {
+        assert!(failed.contains(&rule), "{rule} should fail: {failed:?}");
+    }
+}
+
+#[test]
+fn real_dylib_passes_and_tampering_fails() {
+    let Some(dylib) = built_dylib() else { return };
+    let facts = Facts::read(&dylib).unwrap();
+    let checks = check_shim(&facts);
+    assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
+
+    // One flipped byte in the code is caught by the page hashes.
+    let mut tampered = dylib.clone();
+    tampered[0x2000] ^= 0xff;
+    assert_eq!(failing(&Facts::read(&tampered).unwrap()), ["signature"]);
+
+    // Truncating the signature away is caught too.
+    let truncated = &dylib[..dylib.len() - 64];
+    if let Ok(facts) = Facts::read(truncated) {
+        assert!(failing(&facts).contains(&"signature"));
+    }
+}
