@@ -6,21 +6,26 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::analysis::Role;
-use crate::bench::plan::{ArmPlan, Plan, check_extra_args};
+use super::UsageError;
+use crate::arms;
+use crate::bench::plan::{Plan, check_extra_args};
 use crate::bench::runner;
 use crate::launch::{Os, dylib};
-use crate::llama::read_bench_file;
+use crate::llama::{read_bench_file, tools};
+use crate::profile::DEFAULT_PROFILE;
 
 const AFTER_HELP: &str = "\
-Arms: `stock` (no shim) and one per --profile (default: apple9-64k, the published tested profile:
-Apple families through Apple9 (1009), 65536 bytes of threadgroup memory). `--profile LABEL=NAME`
-names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check. Each arm runs
+Arms: `stock` (no shim) and one per --arm / --profile (default: apple9-64k, the published tested
+profile: Apple families through Apple9 (1009), 65536 bytes of threadgroup memory). `LABEL=` names
+an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check; an arm is a named
+profile, a profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
+`--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
+Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's. Each arm runs
 llama-bench as a fresh process (`-o json`, added by capshim), once per round; rounds alternate the
 arm order (stock, unlocked, unlocked, stock, ...) so drift hits every arm alike. The shim is
 injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an
-arm whose shim did not hook a device is an error unless --allow-inactive. `--profile host` matches
-this machine's CPU brand, or the one given with --cpu-brand.
+arm whose shim did not hook a device is an error unless --allow-inactive. An arm of the
+host-matched profile matches this machine's CPU brand, or the one given with --cpu-brand.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and .status.jsonl,
@@ -34,7 +39,7 @@ note naming the runs that finished and why it stopped, and exits 128 + the signa
 Exit codes:
   0    the bundle was written
   1    error (llama-bench failed, the shim did not activate, bad input, bundle exists)
-  2    bad command line
+  2    bad command line (also: a bad or duplicate arm label, an unknown profile name)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -51,17 +56,29 @@ pub struct BenchArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
     pub model: PathBuf,
 
-    /// llama-bench executable [default: `llama-bench` on PATH].
-    #[arg(long = "llama-bench", value_name = "PATH")]
+    /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
+    /// setup cache of scripts/llama/build.sh].
+    #[arg(
+        long = "llama-bench",
+        value_name = "PATH",
+        conflicts_with = "llama_dir"
+    )]
     pub llama_bench: Option<PathBuf>,
 
-    /// An unlocked arm: a named profile (apple9-64k, host, stock), optionally as LABEL=NAME.
+    /// The folder of llama.cpp's tools (llama-bench, llama-perplexity, llama-completion,
+    /// test-backend-ops), e.g. a llama.cpp build's build/bin.
+    #[arg(long = "llama-dir", value_name = "DIR")]
+    pub llama_dir: Option<PathBuf>,
+
+    /// An arm besides stock: [LABEL=]ITEM[,ITEM...], an item being a named profile (`capshim
+    /// profiles` lists them), file=PROFILE.toml, family-max=N, threadgroup-memory=BYTES,
+    /// working-set=BYTES, or a llama.cpp variable for this arm (GGML_METAL_BF16_DISABLE=1).
     /// Repeat for several arms [default: apple9-64k].
-    #[arg(long = "profile", value_name = "[LABEL=]NAME")]
+    #[arg(long = "arm", visible_alias = "profile", value_name = "[LABEL=]SPEC")]
     pub profiles: Vec<String>,
 
-    /// The CPU brand `--profile host` arms match instead of this machine's (e.g. "Apple M1 Ultra
-    /// (Virtual)"), to benchmark `host` off a macOS guest or for another chip.
+    /// The CPU brand arms of the host-matched profile match instead of this machine's (e.g.
+    /// "Apple M1 Ultra (Virtual)"), to benchmark it off a macOS guest or for another chip.
     #[arg(long = "cpu-brand", value_name = "STRING")]
     pub cpu_brand: Option<String>,
 
@@ -123,12 +140,6 @@ pub struct BenchArgs {
     pub extra: Vec<String>,
 }
 
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
 fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     if !path.is_file() {
         bail!(
@@ -139,59 +150,6 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
 }
 
-fn parse_profile(spec: &str, cpu_brand: Option<&str>) -> anyhow::Result<ArmPlan> {
-    let (label, name) = spec.split_once('=').unwrap_or((spec, spec));
-    if label.is_empty()
-        || !label
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        bail!(
-            "--profile {spec:?}: the arm label {label:?} must be letters, digits, '.', '_' or '-' (it names files)"
-        );
-    }
-    let profile = if name == "host" {
-        let (brand, how) = match cpu_brand {
-            Some(brand) => (brand.to_string(), "given with --cpu-brand"),
-            None => (
-                crate::bench::environment::collect()
-                    .cpu_brand
-                    .unwrap_or_default(),
-                "this machine's",
-            ),
-        };
-        let (profile, _) = capshim_profile::named::host(&brand).map_err(|e| {
-            anyhow::anyhow!(
-                "--profile {spec:?}: {} ({how}); give the host's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", \
-                 or benchmark a fixed profile such as --profile apple9-64k",
-                e.problem()
-            )
-        })?;
-        Some(profile)
-    } else {
-        match capshim_profile::named::find(name) {
-            Some(named) => named.profile,
-            None => {
-                let mut known: Vec<&str> = capshim_profile::named::fixed()
-                    .iter()
-                    .map(|p| p.name)
-                    .collect();
-                known.push("host");
-                bail!(
-                    "--profile {spec:?}: no profile named {name:?}; known: {} (`capshim profiles` lists them)",
-                    known.join(", ")
-                );
-            }
-        }
-    };
-    Ok(ArmPlan {
-        name: label.to_string(),
-        profile_name: name.to_string(),
-        profile,
-        role: Role::Other,
-    })
-}
-
 /// Builds and checks the plan from the command line.
 fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     check_extra_args(&args.extra)?;
@@ -200,46 +158,26 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     }
     let model = absolute(&args.model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
-        Some(p) => absolute(p, "llama-bench", "give the llama-bench executable with --llama-bench")?,
-        None => find_on_path("llama-bench").ok_or_else(|| {
-            anyhow::anyhow!(
-                "llama-bench is not on PATH; give it with --llama-bench PATH (on Linux, scripts/llama/build.sh builds one)"
-            )
-        })?,
+        Some(p) => absolute(
+            p,
+            "llama-bench",
+            "give the llama-bench executable with --llama-bench",
+        )?,
+        None => tools::find("llama-bench", args.llama_dir.as_deref())?,
     };
-    let mut arms = vec![ArmPlan {
-        name: "stock".into(),
-        profile_name: "stock".into(),
-        profile: None,
-        role: Role::Stock,
-    }];
-    let specs = if args.profiles.is_empty() {
-        vec!["apple9-64k".to_string()]
-    } else {
-        args.profiles.clone()
-    };
-    if args.cpu_brand.is_some()
-        && !specs
-            .iter()
-            .any(|spec| spec.split_once('=').map_or(spec.as_str(), |(_, n)| n) == "host")
-    {
-        bail!(
-            "--cpu-brand only applies to --profile host arms; add --profile host, or drop --cpu-brand"
-        );
-    }
-    for spec in &specs {
-        let arm = parse_profile(spec, args.cpu_brand.as_deref())?;
-        let reserved = args.baseline.is_some() && arm.name == "host";
-        if reserved || arms.iter().any(|a| a.name == arm.name) {
-            bail!(
-                "--profile {spec:?}: an arm named {:?} already exists; name it with LABEL=NAME, e.g. --profile {}-2={}",
-                arm.name,
-                arm.name,
-                arm.profile_name
-            );
+    let arms = arms::resolve(
+        &args.profiles,
+        Some(DEFAULT_PROFILE),
+        &[],
+        args.cpu_brand.as_deref(),
+    )
+    .map_err(|e| {
+        if e.is_usage() {
+            anyhow::Error::new(UsageError(e.to_string()))
+        } else {
+            e.into()
         }
-        arms.push(arm);
-    }
+    })?;
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {
         let os = Os::current();

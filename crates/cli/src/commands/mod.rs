@@ -13,6 +13,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Exit code of a command line that cannot work (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A mistake in the command line found after clap parsed it: `main` prints it and exits with
+/// [`EXIT_USAGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
 #[derive(Debug, Parser)]
 #[command(name = "capshim", version, about, long_about = None)]
