@@ -16,6 +16,7 @@ mod launch;
 mod llama;
 mod platform;
 mod profile;
+mod verify;
 
 use std::process::ExitCode;
 

@@ -8,6 +8,7 @@ mod probe;
 mod profiles;
 mod report;
 mod run;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Turn llama-bench JSON files or evidence bundles into the comparison table.
     Report(report::ReportArgs),
+    /// Check that a profile keeps llama.cpp's results right (KL divergence, top-1 agreement,
+    /// greedy text, kernel tests), arm by arm, into an evidence bundle.
+    Verify(verify::VerifyArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -56,5 +60,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Host(args) => host::execute(args),
         Command::Bench(args) => bench::execute(args),
         Command::Report(args) => report::execute(args),
+        Command::Verify(args) => verify::execute(args),
     }
 }

@@ -2,8 +2,10 @@
 //! test-backend-ops' output, ggml-metal's device lines on stderr, and the shim's own `capshim:`
 //! lines (its status file is read by `launch::status`); and where llama.cpp's tools are.
 
+pub mod backend_ops;
 pub mod bench_json;
 pub mod metal;
+pub mod perplexity;
 pub mod shim;
 pub mod tools;
 
