@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -35,7 +36,10 @@ fn tools() -> (PathBuf, PathBuf, PathBuf) {
     (bin, q4, f16)
 }
 
-fn verify(bin: &Path, model: &Path, out: &Path) -> assert_cmd::Command {
+/// `capshim verify -m MODEL --llama-dir BIN -o OUT ARGS... -- -t 1`: one thread, as in
+/// llama_e2e.rs, so that another busy process on a small machine slows the tools down without
+/// making their OpenMP threads spin.
+fn verify(bin: &Path, model: &Path, out: &Path, args: &[OsString]) -> assert_cmd::Command {
     let mut cmd = capshim();
     cmd.arg("verify")
         .arg("-m")
@@ -43,8 +47,14 @@ fn verify(bin: &Path, model: &Path, out: &Path) -> assert_cmd::Command {
         .arg("--llama-dir")
         .arg(bin)
         .arg("-o")
-        .arg(out);
+        .arg(out)
+        .args(args)
+        .args(["--", "-t", "1"]);
     cmd
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
 }
 
 fn summary(dir: &Path) -> serde_json::Value {
@@ -57,8 +67,7 @@ fn an_aa_check_is_equivalent() {
     let _lock = LLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("aa");
-    let assert = verify(&bin, &q4, &out)
-        .args(["--profile", "again=stock"])
+    let assert = verify(&bin, &q4, &out, &os(&["--profile", "again=stock"]))
         .assert()
         .code(0);
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
@@ -122,7 +131,7 @@ fn an_aa_check_is_equivalent() {
         .collect();
     std::fs::write(out.join("SHA256SUMS"), resealed).unwrap();
     assert_report_refuses(&out, "summary.json does not match the raw data");
-    verify(&bin, &q4, &out)
+    verify(&bin, &q4, &out, &[])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("never overwritten"));
@@ -134,9 +143,8 @@ fn a_quantized_model_against_an_f16_base_is_different() {
     let _lock = LLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("f16.kld");
-    verify(&bin, &f16, &tmp.path().join("host"))
-        .arg("--save-base")
-        .arg(&base)
+    let save = [OsString::from("--save-base"), base.clone().into()];
+    verify(&bin, &f16, &tmp.path().join("host"), &save)
         .assert()
         .code(0);
     let bytes = std::fs::metadata(&base).unwrap().len();
@@ -148,13 +156,13 @@ fn a_quantized_model_against_an_f16_base_is_different() {
     // says different.
     let shim = inert_shim(tmp.path());
     let out = tmp.path().join("guest");
-    let assert = verify(&bin, &q4, &out)
-        .arg("--base")
-        .arg(&base)
-        .arg("--dylib")
-        .arg(&shim)
-        .assert()
-        .code(5);
+    let args = [
+        OsString::from("--base"),
+        base.clone().into(),
+        "--dylib".into(),
+        shim.clone().into(),
+    ];
+    let assert = verify(&bin, &q4, &out, &args).assert().code(5);
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
     eprintln!("{stdout}");
     let v = summary(&out);
@@ -198,10 +206,13 @@ fn a_text_too_short_for_the_context_is_an_error() {
     )
     .unwrap();
     let out = tmp.path().join("short");
-    verify(&bin, &q4, &out)
-        .arg("--text")
-        .arg(&text)
-        .args(["--profile", "again=stock"])
+    let args = [
+        OsString::from("--text"),
+        text.clone().into(),
+        "--profile".into(),
+        "again=stock".into(),
+    ];
+    verify(&bin, &q4, &out, &args)
         .assert()
         .code(1)
         .stderr(predicate::str::contains(

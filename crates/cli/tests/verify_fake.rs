@@ -44,6 +44,7 @@ fi
 "#;
     let perplexity = r#"#!/bin/sh
 HOOK
+echo "GGML_METAL_BF16_DISABLE=${GGML_METAL_BF16_DISABLE:-unset}" >&2
 kl=0; base=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -307,6 +308,11 @@ fn an_arm_whose_shim_did_not_activate_is_not_run_unless_allowed() {
         "{arm}"
     );
     assert_eq!(arm["env"]["GGML_METAL_BF16_DISABLE"], "1");
+    // The arm's own variable reached its process, and only its.
+    assert!(read(&out.join("raw/nobf16-perplexity.stderr")).contains("GGML_METAL_BF16_DISABLE=1"));
+    assert!(
+        read(&out.join("raw/stock-perplexity.stderr")).contains("GGML_METAL_BF16_DISABLE=unset")
+    );
     // Its remaining steps never ran; the bundle is sealed and reports again.
     assert!(!out.join("raw/nobf16-greedy.stdout").exists());
     assert!(out.join("SHA256SUMS").is_file());
@@ -332,6 +338,35 @@ fn an_arm_whose_shim_did_not_activate_is_not_run_unless_allowed() {
             "compared anyway (--allow-inactive)",
         ));
     assert_eq!(summary(&out)["arms"]["apple9-64k"]["verdict"], "equivalent");
+}
+
+#[test]
+fn another_arm_can_be_the_reference() {
+    let s = setup();
+    let out = s.tmp.path().join("ref");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .args(["--reference", "apple9-64k", "--profile", "apple9-64k"])
+        .assert()
+        .code(0);
+    let v = summary(&out);
+    assert_eq!(v["reference"], "apple9-64k");
+    assert_eq!(v["arms"]["apple9-64k"]["verdict"], "reference");
+    assert_eq!(v["arms"]["stock"]["verdict"], "equivalent");
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(
+        env["steps"][0]["arm"], "apple9-64k",
+        "the reference runs first"
+    );
+    // A reference whose shim did not activate leaves nothing to compare with.
+    s.verify(&s.tmp.path().join("inactive-ref"))
+        .args(["--reference", "apple9-64k"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the reference arm apple9-64k cannot be compared with: the shim did not activate",
+        ));
 }
 
 #[test]
@@ -393,6 +428,16 @@ fn a_base_saved_elsewhere_is_the_reference_of_every_arm() {
         .code(0)
         .stdout(predicate::str::contains(
             "the base was made from another model file, fake.gguf",
+        ));
+    // The base fixes the context and the chunks.
+    s.verify(&s.tmp.path().join("never"))
+        .arg("--base")
+        .arg(&base)
+        .args(["-c", "256"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "fixes the text, -c (8) and the chunks (1)",
         ));
     // A file that is not a base is refused before anything runs.
     s.verify(&s.tmp.path().join("never"))

@@ -100,13 +100,15 @@ pub struct VerifyArgs {
     #[arg(long = "text", value_name = "FILE")]
     pub text: Option<PathBuf>,
 
-    /// Tokens per chunk (llama-perplexity -c); the text needs at least twice as many.
-    #[arg(short = 'c', long = "ctx-size", default_value_t = plan::DEFAULT_CTX, value_name = "N")]
-    pub ctx: u64,
+    /// Tokens per chunk (llama-perplexity -c); the text needs at least twice as many [default:
+    /// 512; with --base, the base's].
+    #[arg(short = 'c', long = "ctx-size", value_name = "N")]
+    pub ctx: Option<u64>,
 
-    /// Chunks of the text scored at most (llama-perplexity --chunks).
-    #[arg(long = "chunks", default_value_t = plan::DEFAULT_CHUNKS, value_name = "N")]
-    pub chunks: u64,
+    /// Chunks of the text scored at most (llama-perplexity --chunks) [default: 4; with --base,
+    /// the base's].
+    #[arg(long = "chunks", value_name = "N")]
+    pub chunks: Option<u64>,
 
     /// The greedy decoding prompt [default: a sentence of the built-in text's opening].
     #[arg(long = "prompt", value_name = "TEXT")]
@@ -202,7 +204,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
         greedy_must_match: args.greedy_must_match,
     };
     thresholds::check(&t).map_err(usage)?;
-    if args.ctx < 8 || args.chunks == 0 || args.n_predict == 0 {
+    if args.ctx.is_some_and(|c| c < 8) || args.chunks == Some(0) || args.n_predict == 0 {
         return Err(usage(
             "-c must be at least 8, and --chunks and -n at least 1",
         ));
@@ -230,6 +232,14 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
                 "give the file `capshim verify --save-base` wrote",
             )?;
             let header = base::read_header(&path)?;
+            if args.ctx.is_some_and(|c| c != u64::from(header.ctx)) || args.chunks.is_some() {
+                return Err(usage(format!(
+                    "the base {} fixes the text, -c ({}) and the chunks ({}): drop -c and --chunks",
+                    path.display(),
+                    header.ctx,
+                    header.chunks
+                )));
+            }
             let sidecar = base::read_sidecar(&path)?;
             Reference::Base {
                 path,
@@ -296,6 +306,18 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
         None
     };
     let save_base = args.save_base.map(|p| std::path::absolute(&p).unwrap_or(p));
+    if args.text.is_some() && args.base.is_some() {
+        return Err(usage(
+            "--text has no effect with --base: the base holds the tokens of the text it was saved from",
+        ));
+    }
+    let (ctx, chunks) = match &reference {
+        Reference::Base { header, .. } => (u64::from(header.ctx), u64::from(header.chunks)),
+        Reference::Arm(_) => (
+            args.ctx.unwrap_or(plan::DEFAULT_CTX),
+            args.chunks.unwrap_or(plan::DEFAULT_CHUNKS),
+        ),
+    };
     Ok((
         Plan {
             model,
@@ -304,8 +326,8 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
             reference,
             save_base,
             text,
-            ctx: args.ctx,
-            chunks: args.chunks,
+            ctx,
+            chunks,
             greedy: GreedySettings {
                 prompt: args
                     .prompt

@@ -121,6 +121,9 @@ impl Prepared {
                 }
             }
             prepared.base = Some(id);
+            for warning in &prepared.base_warnings {
+                eprintln!("capshim: warning: {warning}");
+            }
         }
         Ok(prepared)
     }
