@@ -667,9 +667,19 @@ fn llama_dir_finds_llama_bench_and_names_a_missing_one() {
         cmd
     };
     let out = s.tmp.path().join("from-dir");
-    bench_in(s.tmp.path(), &out).assert().success();
+    bench_in(s.tmp.path(), &out)
+        .args(["--arm", "vars=stock,GGML_METAL_BF16_DISABLE=1"])
+        .assert()
+        .success();
     let env: serde_json::Value =
         serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    // An arm's own variables are recorded with the arm and set in its processes only.
+    assert_eq!(env["arms"][2]["env"]["GGML_METAL_BF16_DISABLE"], "1");
+    let runs = env["runs"].as_array().unwrap();
+    for run in runs {
+        let set = &run["env"]["set"]["GGML_METAL_BF16_DISABLE"];
+        assert_eq!(set.is_string(), run["arm"] == "vars", "{run}");
+    }
     assert_eq!(
         env["files"]["llama_bench"]["path"],
         s.llama.canonicalize().unwrap().display().to_string()

@@ -96,6 +96,7 @@ EOF
     .replace("HOOK", hook);
     let completion = r#"#!/bin/sh
 HOOK
+if [ "$FAKE_COMPLETION" = crash ]; then kill -SEGV $$; fi
 if [ $shim = 1 ] && [ -n "$FAKE_GREEDY" ]; then printf '%s' "$FAKE_GREEDY"; else printf 'the same words every time'; fi
 "#
     .replace("HOOK", hook);
@@ -178,6 +179,7 @@ impl Setup {
             "FAKE_TOP",
             "FAKE_PPL",
             "FAKE_GREEDY",
+            "FAKE_COMPLETION",
         ] {
             cmd.env_remove(var);
         }
@@ -516,6 +518,23 @@ fn a_tool_that_crashes_or_prints_no_result_leaves_an_unsealed_bundle() {
         assert!(note.contains("Step that did not finish"), "{mode}: {note}");
         assert_report_refuses(&out, "did not finish");
     }
+    // A base being saved is removed when the reference's steps fail after writing it: no
+    // half-described base is left to compare with.
+    let base = s.tmp.path().join("half.kld");
+    let out = s.tmp.path().join("half");
+    s.verify(&out)
+        .env("FAKE_COMPLETION", "crash")
+        .arg("--save-base")
+        .arg(&base)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-completion failed in arm stock",
+        ));
+    assert!(!base.exists() && !s.tmp.path().join("half.kld.capshim.json").exists());
+    assert!(
+        read(&out.join("INCOMPLETE")).contains("half.kld, was incomplete and has been removed")
+    );
     // The ggml abort message is in the error.
     s.verify(&s.tmp.path().join("crash2"))
         .env("FAKE_PPL", "crash")
