@@ -227,6 +227,22 @@ fn an_unlocked_arm_with_metal_kernels_is_equivalent_or_different_with_its_eviden
         .assert()
         .success()
         .stdout(stdout.clone());
+    capshim()
+        .args(["report", "--json"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(read(&out.join("summary.json")));
+    // A verify bundle is reported alone, and only as Markdown or JSON.
+    for extra in [&["--csv"][..], &["--arm", "x=y.json"][..]] {
+        capshim()
+            .arg("report")
+            .arg(&out)
+            .args(extra)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("is a `capshim verify` bundle"));
+    }
 
     // A failing kernel, a greedy text that differs and a large KL divergence: different, each
     // named; the exit code says so.

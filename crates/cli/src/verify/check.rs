@@ -35,11 +35,14 @@ pub enum CheckError {
 }
 
 impl CheckError {
-    /// Whether the bundle cannot be trusted (exit code 3), rather than unreadable (exit 1).
+    /// Whether the bundle cannot be trusted (exit code 3), rather than unreadable (exit 1). A
+    /// raw file that matches its checksum but gives no result was sealed by a run that read it:
+    /// it was changed and resealed, so it is untrusted too.
     pub fn untrusted(&self) -> bool {
         matches!(
             self,
             CheckError::Mismatch { .. }
+                | CheckError::Derive(_)
                 | CheckError::Bundle(
                     BundleError::Tampered { .. }
                         | BundleError::Unfinished { .. }
