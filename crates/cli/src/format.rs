@@ -1,5 +1,5 @@
-//! Text helpers shared by the human-readable outputs (`explain`, `probe`): how a byte count,
-//! a yes/no answer, a list and a column table are written. A leaf: it imports nothing of
+//! Text helpers shared by the human-readable outputs (`explain`, `probe`, `verify`): how a byte
+//! count, a yes/no answer, a list, a column table and an error's causes are written. A leaf: it imports nothing of
 //! the crate.
 
 /// `yes` or `no`.
@@ -49,6 +49,22 @@ pub fn table(headers: &[&str], rows: Vec<(String, Vec<String>)>) -> String {
         out.push('\n');
     }
     out
+}
+
+/// An error and its causes joined with ": ", leaving out a cause whose text the message
+/// already holds (errors that name their OS error would otherwise print it twice).
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

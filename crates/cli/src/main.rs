@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod analysis;
+mod arms;
 mod bench;
 mod bundle;
 mod commands;
@@ -16,6 +17,7 @@ mod launch;
 mod llama;
 mod platform;
 mod profile;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -27,7 +29,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("capshim: error: {}", message(&error));
-            ExitCode::from(1)
+            if error.downcast_ref::<commands::UsageError>().is_some() {
+                ExitCode::from(commands::EXIT_USAGE)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -275,14 +275,35 @@ fn inputs_are_checked_before_anything_runs() {
     s.bench(&out)
         .args(["--profile", "apple10-max"])
         .assert()
-        .code(1)
-        .stderr(predicate::str::contains("no profile named \"apple10-max\""))
+        .code(2)
+        .stderr(predicate::str::contains(
+            "\"apple10-max\" is not a known profile",
+        ))
         .stderr(predicate::str::contains("apple9-64k"));
+    // Bad, duplicate and reserved labels are usage errors.
     s.bench(&out)
         .args(["--profile", "stock"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("--profile stock-2=stock"));
+    for (arm, says) in [
+        ("a/b=stock", "the label \"a/b\" must be"),
+        ("host=apple9-64k", "the label \"host\" is reserved"),
+        ("x=apple9-64k,BOGUS", "names two profiles"),
+    ] {
+        s.bench(&out)
+            .args(["--arm", arm])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+    }
+    s.bench(&out)
+        .args(["--profile", "a=stock", "--arm", "a=apple9-64k"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "an arm named \"a\" already exists",
+        ));
     bench(&s.llama, &s.tmp.path().join("nope.gguf"))
         .assert()
         .code(1)
@@ -334,9 +355,9 @@ fn inputs_are_checked_before_anything_runs() {
     s.bench(&out)
         .args(["--profile", "host=native", "--cpu-brand", "Apple M1"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
-            "the arm name host is reserved for the bare-metal baseline",
+            "the label \"host\" is reserved (it names the bare-metal baseline)",
         ));
     assert!(!out.exists(), "no bundle is created for refused input");
 }
@@ -656,4 +677,64 @@ fn a_resealed_bundle_whose_report_no_longer_matches_its_raw_data_is_refused() {
     assert_report_refuses(&out, "\"../outside\", a path outside the bundle");
     std::fs::write(out.join("SHA256SUMS"), format!("{sums}0000  /etc/passwd\n")).unwrap();
     assert_report_refuses(&out, "\"/etc/passwd\", a path outside the bundle");
+}
+
+#[test]
+fn llama_dir_finds_llama_bench_and_names_a_missing_one() {
+    let s = setup();
+    let bench_in = |dir: &Path, out: &Path| {
+        let mut cmd = capshim();
+        cmd.arg("bench")
+            .arg("-m")
+            .arg(&s.model)
+            .arg("--llama-dir")
+            .arg(dir)
+            .args([
+                "--profile",
+                "again=stock",
+                "-r",
+                "1",
+                "-p",
+                "8",
+                "-n",
+                "4",
+                "-o",
+            ])
+            .arg(out);
+        cmd
+    };
+    let out = s.tmp.path().join("from-dir");
+    bench_in(s.tmp.path(), &out)
+        .args(["--arm", "vars=stock,GGML_METAL_BF16_DISABLE=1"])
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    // An arm's own variables are recorded with the arm and set in its processes only.
+    assert_eq!(env["arms"][2]["env"]["GGML_METAL_BF16_DISABLE"], "1");
+    let runs = env["runs"].as_array().unwrap();
+    for run in runs {
+        let set = &run["env"]["set"]["GGML_METAL_BF16_DISABLE"];
+        assert_eq!(set.is_string(), run["arm"] == "vars", "{run}");
+    }
+    assert_eq!(
+        env["files"]["llama_bench"]["path"],
+        s.llama.canonicalize().unwrap().display().to_string()
+    );
+    let empty = s.tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    bench_in(&empty, &s.tmp.path().join("never"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "llama-bench is not in --llama-dir {}",
+            empty.display()
+        )));
+    assert!(!s.tmp.path().join("never").exists());
+    bench(&s.llama, &s.model)
+        .arg("--llama-dir")
+        .arg(s.tmp.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
 }

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::{RunError, io};
 use super::plan::ArmPlan;
@@ -111,7 +111,7 @@ pub struct RunRecord {
 }
 
 /// A file's path, size and SHA-256, for `environment.json`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FileId {
     /// Absolute path.
     pub path: String,

@@ -3,15 +3,13 @@
 //! activated; the result is a [`RunRecord`].
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use super::environment::RunRecord;
 use super::error::{RunError, io};
 use super::incomplete::interrupted;
 use super::plan::{ArmPlan, Plan};
 use crate::bundle::time;
-use crate::launch::environment::arm_env;
+use crate::launch::child::{self, ChildError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::StatusEvent;
 use crate::llama::{Activation, read_bench_file};
@@ -41,48 +39,33 @@ pub fn run_one(
     if let Some(p) = &status_path {
         std::fs::write(p, "").map_err(io("cannot create", p))?;
     }
-    let env = arm_env(
-        arm.profile.as_ref(),
+    let env = arm.env_change(
         plan.dylib.as_deref(),
         status_path.as_deref().unwrap_or(Path::new("")),
         std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
     );
-    let mut cmd = Command::new(&plan.llama_bench);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&json_path).map_err(io("cannot create", &json_path))?)
-        .stderr(std::fs::File::create(&stderr_path).map_err(io("cannot create", &stderr_path))?);
-    for name in &env.removed {
-        cmd.env_remove(name);
-    }
-    for (k, v) in &env.set {
-        cmd.env(k, v);
-    }
     let mut argv = vec![plan.llama_bench.display().to_string()];
     argv.extend(args.iter().cloned());
-    let started = time::now();
-    let clock = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-        path: plan.llama_bench.clone(),
-        source,
+    let finished = child::run(
+        &plan.llama_bench,
+        args,
+        &env,
+        &json_path,
+        &stderr_path,
+        signals,
+    )
+    .map_err(|e| match e {
+        ChildError::Create { path, source } => io("cannot create", &path)(source),
+        ChildError::Spawn { program, source } => RunError::Spawn {
+            path: program,
+            source,
+        },
+        ChildError::Wait { program, source } => io("cannot wait for llama-bench", &program)(source),
+        // Whatever llama-bench did with the signal, the run was cut short.
+        ChildError::Interrupted(number) => interrupted(number),
     })?;
-    signals.forward_to(child.id());
-    let status = child.wait();
-    signals.clear();
-    let status = status.map_err(io("cannot wait for llama-bench", &plan.llama_bench))?;
-    if !status.success() {
-        // A Ctrl-C reaches llama-bench and capshim at once: llama-bench may be gone before
-        // capshim's signal thread has noted it. Give it a moment before calling this a failure.
-        let deadline = Instant::now() + std::time::Duration::from_millis(500);
-        while signals.received().is_none() && Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        if let Some(number) = signals.received() {
-            // Whatever llama-bench did with the signal, the run was cut short.
-            return Err(interrupted(number));
-        }
-    }
-    let seconds = clock.elapsed().as_secs_f64();
+    let (status, started) = (finished.status, finished.started);
+    let seconds = finished.seconds;
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     if !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
@@ -119,46 +102,14 @@ pub fn run_one(
             });
         }
     }
-    let mut command_line: Vec<String> = env
-        .set
-        .iter()
-        .map(|(k, v)| format!("{k}={}", shell_quote(v)))
-        .collect();
-    command_line.extend(argv.iter().map(|a| shell_quote(a)));
     Ok(RunRecord {
         arm: arm.name.clone(),
         round,
+        command_line: child::command_line(&env, &argv),
         argv,
-        command_line: command_line.join(" "),
         env,
         exit_code: status.code(),
         seconds,
         started_utc: time::iso(started),
     })
-}
-
-/// `arg` as a POSIX shell word: unchanged when it needs no quoting, else single-quoted.
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_are_shell_quoted() {
-        assert_eq!(shell_quote("/a/b-c.gguf"), "/a/b-c.gguf");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 }

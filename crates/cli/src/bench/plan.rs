@@ -3,11 +3,6 @@
 
 use std::path::PathBuf;
 
-use capshim_profile::Profile;
-use serde::Serialize;
-
-use crate::analysis::Role;
-
 /// Why the extra llama-bench arguments cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -147,18 +142,8 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), PlanError> {
     check_sweeps(extra)
 }
 
-/// One arm to run.
-#[derive(Clone, Debug, Serialize)]
-pub struct ArmPlan {
-    /// Its name in tables and file names.
-    pub name: String,
-    /// The named profile (`stock`, `native`, `apple9-64k`).
-    pub profile_name: String,
-    /// The profile's values; `None` runs without the shim.
-    pub profile: Option<Profile>,
-    /// Stock or other.
-    pub role: Role,
-}
+/// One arm to run: the arm syntax `bench` shares with `verify`.
+pub use crate::arms::Arm as ArmPlan;
 
 /// Everything a bench run needs, validated.
 #[derive(Clone, Debug)]

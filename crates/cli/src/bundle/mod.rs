@@ -49,10 +49,10 @@ pub enum BundleError {
         /// What is missing.
         why: String,
     },
-    /// The bundle was never sealed: the bench run that wrote it did not finish.
+    /// The bundle was never sealed: the run that wrote it did not finish.
     #[error(
-        "{path} has no {SUMS_FILE}: the `capshim bench` run that wrote it did not finish{}; \
-         do not trust its figures: rerun `capshim bench`",
+        "{path} has no {SUMS_FILE}: the capshim run that wrote it (bench or verify) did not finish{}; \
+         do not trust its figures: run it again",
         if *has_note { format!(" (its {INCOMPLETE_FILE} note says which runs finished and why it stopped)") } else { String::new() }
     )]
     Unfinished {
@@ -73,8 +73,8 @@ pub enum BundleError {
     },
     /// The bundle's files do not match its `SHA256SUMS`.
     #[error(
-        "{path} was changed after it was written: {}; do not trust its figures: rerun `capshim bench`, \
-         or restore the bundle from its original copy",
+        "{path} was changed after it was written: {}; do not trust its figures: run the capshim bench \
+         or verify that wrote it again, or restore the bundle from its original copy",
         problems.join("; ")
     )]
     Tampered {
@@ -105,6 +105,14 @@ impl BundleError {
 /// # Errors
 /// [`BundleError::Exists`] when `path` exists; [`BundleError::Io`] when it cannot be created.
 pub fn create(path: Option<&Path>) -> Result<PathBuf, BundleError> {
+    create_named(path, "capshim-bench")
+}
+
+/// As [`create`], a new dated directory being named `<prefix>-YYYYMMDD-HHMMSS`.
+///
+/// # Errors
+/// As [`create`].
+pub fn create_named(path: Option<&Path>, prefix: &str) -> Result<PathBuf, BundleError> {
     let dir = match path {
         Some(p) => {
             if p.exists() {
@@ -114,7 +122,7 @@ pub fn create(path: Option<&Path>) -> Result<PathBuf, BundleError> {
             p.to_path_buf()
         }
         None => {
-            let base = format!("capshim-bench-{}", time::compact(time::now()));
+            let base = format!("{prefix}-{}", time::compact(time::now()));
             let mut made = None;
             for n in 1..1000 {
                 let name = if n == 1 {

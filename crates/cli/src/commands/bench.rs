@@ -6,23 +6,23 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::analysis::Role;
-use crate::bench::plan::{ArmPlan, Plan, check_extra_args};
+use super::UsageError;
+use crate::arms;
+use crate::bench::plan::{Plan, check_extra_args};
 use crate::bench::runner;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, dylib, preflight};
-use crate::llama::read_bench_file;
-use crate::platform::ThisMachine;
-use crate::platform::facts;
-use crate::profile::{ChipMatch, chip};
-use capshim_profile::named::{self, Lookup};
+use crate::llama::{read_bench_file, tools};
+use crate::platform::{ThisMachine, facts};
 
 const AFTER_HELP: &str = "\
-Arms: `stock` (no shim) and one per --profile (default: native, the host chip's own answers, where
-the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the first
-published experiment's profile, with a note saying why). `--profile LABEL=NAME` names an arm, e.g.
-`--profile again=stock` adds a second stock arm for an A/A check; the arm name `host` is reserved
-for the bare-metal baseline (--baseline), so `--profile host` is read as native. Each arm runs
+Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
+where the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the first
+published experiment's profile, with a note saying why). `LABEL=` names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check; an arm is a named
+profile, a profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
+`--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
+Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an unlabelled
+`--profile host` is read as native). Each arm runs
 llama-bench as a fresh process (`-o json`, added by capshim), once per round; rounds alternate the
 arm order (stock, unlocked, unlocked, stock, ...) so drift hits every arm alike. The shim is
 injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an
@@ -40,7 +40,7 @@ note naming the runs that finished and why it stopped, and exits 128 + the signa
 Exit codes:
   0    the bundle was written
   1    error (llama-bench failed, the shim did not activate, bad input, bundle exists)
-  2    bad command line
+  2    bad command line (also: a bad or duplicate arm label, an unknown profile name)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -57,20 +57,36 @@ pub struct BenchArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
     pub model: PathBuf,
 
-    /// llama-bench executable [default: `llama-bench` on PATH].
-    #[arg(long = "llama-bench", value_name = "PATH")]
+    /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
+    /// setup cache of scripts/llama/build.sh].
+    #[arg(
+        long = "llama-bench",
+        value_name = "PATH",
+        conflicts_with = "llama_dir"
+    )]
     pub llama_bench: Option<PathBuf>,
 
-    /// An unlocked arm: a named profile (native, apple9-64k, stock), optionally as LABEL=NAME;
-    /// host is read as native. Repeat for several arms [default: native where the host chip is
-    /// known, else apple9-64k].
-    #[arg(long = "profile", value_name = "[LABEL=]NAME")]
+    /// The folder of llama.cpp's tools (llama-bench, llama-perplexity, llama-completion,
+    /// test-backend-ops), e.g. a llama.cpp build's build/bin.
+    #[arg(long = "llama-dir", value_name = "DIR")]
+    pub llama_dir: Option<PathBuf>,
+
+    /// An arm besides stock: [LABEL=]ITEM[,ITEM...], an item being a named profile (`capshim
+    /// profiles` lists them), file=PROFILE.toml, family-max=N, threadgroup-memory=BYTES,
+    /// working-set=BYTES, or a llama.cpp variable for this arm (GGML_METAL_BF16_DISABLE=1).
+    /// Repeat for several arms [default: native where the host chip is known, else apple9-64k].
+    #[arg(long = "arm", visible_alias = "profile", value_name = "[LABEL=]SPEC")]
     pub profiles: Vec<String>,
 
     /// The host chip's CPU brand, instead of this machine's (e.g. "Apple M1 Ultra (Virtual)"):
     /// what `native` arms use, e.g. to benchmark native off a macOS guest or for another chip.
     #[arg(long = "cpu-brand", value_name = "STRING")]
     pub cpu_brand: Option<String>,
+
+    /// Accept arm values beyond any known Apple GPU: a family above Apple10 (1010),
+    /// threadgroup memory above 65536 bytes, a working set above this machine's memory.
+    #[arg(long)]
+    pub allow_beyond_hardware: bool,
 
     /// llama-bench JSON from the bare-metal host (`-o json`), for percent of host.
     #[arg(long = "baseline", value_name = "HOST.json")]
@@ -134,12 +150,6 @@ pub struct BenchArgs {
     pub extra: Vec<String>,
 }
 
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
 fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     if !path.is_file() {
         bail!(
@@ -150,62 +160,6 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
 }
 
-/// One `--profile [LABEL=]NAME` arm. `host` (without a label) is read as `native` in an arm
-/// named `native`: the arm name `host` is the bare-metal baseline's.
-fn parse_profile(
-    spec: &str,
-    chip: &Result<ChipMatch, String>,
-    notes: &mut Vec<String>,
-) -> anyhow::Result<ArmPlan> {
-    let (label, name) = match spec.split_once('=') {
-        Some(pair) => pair,
-        None if spec == named::HOST_ALIAS => (named::NATIVE, spec),
-        None => (spec, spec),
-    };
-    if label == named::HOST_ALIAS {
-        bail!(
-            "--profile {spec:?}: the arm name host is reserved for the bare-metal baseline (--baseline HOST.json); name the arm otherwise, e.g. --profile native"
-        );
-    }
-    if label.is_empty()
-        || !label
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        bail!(
-            "--profile {spec:?}: the arm label {label:?} must be letters, digits, '.', '_' or '-' (it names files)"
-        );
-    }
-    let (profile_name, profile) = match named::lookup(name) {
-        Lookup::Fixed(p) => (p.name, p.profile),
-        Lookup::Native { via_host_alias } => {
-            if via_host_alias {
-                notes.push(format!(
-                    "{}; the arm is named {label}",
-                    named::HOST_ALIAS_NOTE
-                ));
-            }
-            let chip = chip.as_ref().map_err(|why| {
-                anyhow::anyhow!(
-                    "--profile {spec:?}: the host chip is not known: {why}; give the host's brand with --cpu-brand \"Apple M1 Ultra (Virtual)\", \
-                     or benchmark a fixed profile such as --profile apple9-64k"
-                )
-            })?;
-            (named::NATIVE, Some(named::native(chip.chip)))
-        }
-        Lookup::Unknown => bail!(
-            "--profile {spec:?}: no profile named {name:?}; known: {} (`capshim profiles` lists them)",
-            named::NAMES.join(", ")
-        ),
-    };
-    Ok(ArmPlan {
-        name: label.to_string(),
-        profile_name: profile_name.to_string(),
-        profile,
-        role: Role::Other,
-    })
-}
-
 /// Builds and checks the plan from the command line.
 fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     check_extra_args(&args.extra)?;
@@ -214,52 +168,34 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     }
     let model = absolute(&args.model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
-        Some(p) => absolute(p, "llama-bench", "give the llama-bench executable with --llama-bench")?,
-        None => find_on_path("llama-bench").ok_or_else(|| {
-            anyhow::anyhow!(
-                "llama-bench is not on PATH; give it with --llama-bench PATH (on Linux, scripts/llama/build.sh builds one)"
-            )
-        })?,
+        Some(p) => absolute(
+            p,
+            "llama-bench",
+            "give the llama-bench executable with --llama-bench",
+        )?,
+        None => tools::find("llama-bench", args.llama_dir.as_deref())?,
     };
-    let mut arms = vec![ArmPlan {
-        name: "stock".into(),
-        profile_name: "stock".into(),
-        profile: None,
-        role: Role::Stock,
-    }];
-    let chip = chip::find(args.cpu_brand.as_deref(), &ThisMachine).map_err(|e| {
-        anyhow::anyhow!(
-            "--cpu-brand: {}; give the host's brand, e.g. --cpu-brand \"Apple M1 Ultra (Virtual)\", or drop it",
-            e.problem()
-        )
+    let resolution = arms::resolve(
+        &args.profiles,
+        arms::Options {
+            default_arm: true,
+            reserved: &[],
+            cpu_brand: args.cpu_brand.as_deref(),
+            allow_beyond_hardware: args.allow_beyond_hardware,
+        },
+        &ThisMachine,
+    )
+    .map_err(|e| {
+        if e.is_usage() {
+            anyhow::Error::new(UsageError(e.to_string()))
+        } else {
+            e.into()
+        }
     })?;
-    let mut notes = Vec::new();
-    let specs = if !args.profiles.is_empty() {
-        args.profiles.clone()
-    } else if chip.is_ok() {
-        vec![named::NATIVE.to_string()]
-    } else {
-        if let Err(why) = &chip {
-            notes.push(named::fallback_note(why));
-        }
-        vec![named::APPLE9_64K.to_string()]
-    };
-    for spec in &specs {
-        let arm = parse_profile(spec, &chip, &mut notes)?;
-        let reserved = args.baseline.is_some() && arm.name == "host";
-        if reserved || arms.iter().any(|a| a.name == arm.name) {
-            bail!(
-                "--profile {spec:?}: an arm named {:?} already exists; name it with LABEL=NAME, e.g. --profile {}-2={}",
-                arm.name,
-                arm.name,
-                arm.profile_name
-            );
-        }
-        arms.push(arm);
-    }
-    for note in &notes {
+    for note in &resolution.notes {
         eprintln!("capshim: note: {note}");
     }
+    let arms = resolution.arms;
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {
         let os = Os::current();

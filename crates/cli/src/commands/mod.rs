@@ -10,10 +10,20 @@ mod probe;
 mod profiles;
 mod report;
 mod run;
+mod verify;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// Exit code of a command line that cannot work (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A mistake in the command line found after clap parsed it: `main` prints it and exits with
+/// [`EXIT_USAGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
 #[derive(Debug, Parser)]
@@ -40,6 +50,9 @@ enum Command {
     Completions(completions::CompletionsArgs),
     /// Print or write the manual pages
     Man(man::ManArgs),
+    /// Check that a profile keeps llama.cpp's results right (KL divergence, top-1 agreement,
+    /// greedy text, kernel tests), arm by arm, into an evidence bundle.
+    Verify(verify::VerifyArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -55,5 +68,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::execute(args),
         Command::Completions(args) => completions::execute(args),
         Command::Man(args) => man::execute(args),
+        Command::Verify(args) => verify::execute(args),
     }
 }

@@ -10,6 +10,7 @@ use crate::analysis::{ArmInput, Role, RunInput, analyze};
 use crate::bundle::{self, BundleError};
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;
+use crate::verify;
 
 /// Exit code for a bundle whose files do not match its SHA256SUMS.
 pub const EXIT_TAMPERED: u8 = 3;
@@ -34,6 +35,9 @@ Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` fi
 (100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
 lacks show as `missing`.
 
+A bundle written by `capshim verify` is checked the same way (its summary.json and report.md are
+derived again from its raw files) and its report printed (summary.json with --json), one per run.
+
 BUNDLE_DIR arguments are evidence bundles written by `capshim bench`: their SHA256SUMS is checked
 first, then they are re-rendered from their raw files; several bundles give one table, arms named
 <bundle>/<arm>, each compared only with its own bundle's stock and host arms (no percent of host
@@ -45,9 +49,10 @@ Exit codes:
   2  bad command line (also: no inputs, an --arm without NAME=FILE, --stock/--host naming no arm
      or both naming one)
   3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
-     added files), or unfinished (no SHA256SUMS: the bench run that wrote it was interrupted or
-     failed; its INCOMPLETE note says why), or its report.md is not what its raw files render
-     to (SHA256SUMS regenerated after an edit); SHA256SUMS naming a path outside it
+     added files), or unfinished (no SHA256SUMS: the run that wrote it was interrupted or
+     failed; its INCOMPLETE note says why), or its report.md (verify bundles: or summary.json)
+     is not what its raw files render to (SHA256SUMS regenerated after an edit); SHA256SUMS
+     naming a path outside it
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -214,8 +219,49 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
     Ok(arms)
 }
 
+/// `capshim report` on a bundle written by `capshim verify`: checked, then its report (or
+/// `summary.json` with `--json`) printed.
+fn report_verify(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let [dir] = args.bundles.as_slice() else {
+        usage!(
+            "a bundle written by `capshim verify` is reported on its own: give one bundle per `capshim report`"
+        );
+    };
+    if !args.arms.is_empty() || args.stock.is_some() || args.host.is_some() || args.csv || args.svg
+    {
+        usage!(
+            "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
+            dir.display()
+        );
+    }
+    match verify::check::check(dir) {
+        Ok((markdown, summary_json)) => {
+            print!("{}", if args.json { summary_json } else { markdown });
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) if e.untrusted() => {
+            eprintln!("capshim: error: {e}");
+            Ok(ExitCode::from(EXIT_TAMPERED))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Runs `capshim report`.
 pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    if args
+        .bundles
+        .iter()
+        .any(|d| verify::check::is_verify_bundle(d))
+    {
+        return match report_verify(&args) {
+            Err(e) if e.downcast_ref::<Usage>().is_some() => {
+                eprintln!("capshim: error: {e}");
+                Ok(ExitCode::from(EXIT_USAGE))
+            }
+            other => other,
+        };
+    }
     let arms = match arm_inputs(&args) {
         Ok(arms) => arms,
         Err(e) => {

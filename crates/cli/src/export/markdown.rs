@@ -9,14 +9,17 @@ use crate::analysis::stats;
 /// Markdown output.
 pub struct Markdown;
 
+/// How a column's cells line up.
 #[derive(Clone, Copy, PartialEq)]
-enum Align {
+pub enum Align {
+    /// Text.
     Left,
+    /// Numbers.
     Right,
 }
 
 /// A Markdown table padded so that its columns line up in a terminal.
-fn table(headers: &[String], aligns: &[Align], rows: &[Vec<String>]) -> String {
+pub fn table(headers: &[String], aligns: &[Align], rows: &[Vec<String>]) -> String {
     let width = |s: &str| s.chars().count();
     let mut widths: Vec<usize> = headers.iter().map(|h| width(h).max(3)).collect();
     for row in rows {

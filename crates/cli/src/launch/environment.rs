@@ -213,7 +213,8 @@ pub struct EnvChange {
     pub removed: Vec<String>,
 }
 
-fn pairs_as_object<S: serde::Serializer>(
+/// Serializes name-value pairs as a JSON object, in their order.
+pub fn pairs_as_object<S: serde::Serializer>(
     pairs: &[(String, String)],
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

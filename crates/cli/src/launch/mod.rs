@@ -1,6 +1,7 @@
 //! Launching a workload with the shim: where the library is, the child's environment,
 //! pre-flight checks of the program, reading the status file, and the exit status.
 
+pub mod child;
 pub mod dylib;
 pub mod environment;
 pub mod exit;

@@ -1,0 +1,199 @@
+//! One measured process of an experiment (`bench`'s llama-bench, `verify`'s llama.cpp tools):
+//! started with an arm's environment change, stdout and stderr to files, SIGINT, SIGTERM and
+//! SIGHUP passed on to it, and a signal that stopped it told apart from its own failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::environment::EnvChange;
+use super::signals::Forwarder;
+
+/// A process that ran to its end (successfully or not).
+#[derive(Debug)]
+pub struct Finished {
+    /// How it exited.
+    pub status: ExitStatus,
+    /// When it started, in seconds since the Unix epoch.
+    pub started: u64,
+    /// Wall time, in seconds.
+    pub seconds: f64,
+}
+
+/// Why a process gave no result of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    /// An output file cannot be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The program cannot be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Waiting for it failed.
+    #[error("cannot wait for {program}: {source}")]
+    Wait {
+        /// The program.
+        program: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A signal to capshim stopped the run; its number.
+    #[error("interrupted by signal {0}")]
+    Interrupted(i32),
+}
+
+/// Runs `program` with `args` under `env` (applied to capshim's own environment), its stdout
+/// to `stdout` and its stderr to `stderr` (both created), stdin closed. A signal caught by
+/// `signals` while it runs is passed on to it; a process that then fails counts as
+/// interrupted, one that succeeds as finished (the caller checks `signals` before the next).
+///
+/// # Errors
+/// [`ChildError`]; a process that ran and failed is a [`Finished`] with its status.
+pub fn run(
+    program: &Path,
+    args: &[String],
+    env: &EnvChange,
+    stdout: &Path,
+    stderr: &Path,
+    signals: &Forwarder,
+) -> Result<Finished, ChildError> {
+    let create = |path: &Path| {
+        std::fs::File::create(path).map_err(|source| ChildError::Create {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(create(stdout)?)
+        .stderr(create(stderr)?);
+    for name in &env.removed {
+        cmd.env_remove(name);
+    }
+    for (k, v) in &env.set {
+        cmd.env(k, v);
+    }
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let clock = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
+        program: program.to_path_buf(),
+        source,
+    })?;
+    signals.forward_to(child.id());
+    let status = child.wait();
+    signals.clear();
+    let status = status.map_err(|source| ChildError::Wait {
+        program: program.to_path_buf(),
+        source,
+    })?;
+    if !status.success() {
+        // A Ctrl-C reaches the process and capshim at once: the process may be gone before
+        // capshim's signal thread has noted it. Give it a moment before calling this a failure.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while signals.received().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(number) = signals.received() {
+            return Err(ChildError::Interrupted(number));
+        }
+    }
+    Ok(Finished {
+        status,
+        started,
+        seconds: clock.elapsed().as_secs_f64(),
+    })
+}
+
+/// `arg` as a POSIX shell word: unchanged when it needs no quoting, else single-quoted.
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// The command line that reproduces a run: the variables set, then the program and its
+/// arguments, shell-quoted.
+pub fn command_line(env: &EnvChange, argv: &[String]) -> String {
+    let mut words: Vec<String> = env
+        .set
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+        .collect();
+    words.extend(argv.iter().map(|a| shell_quote(a)));
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_are_shell_quoted() {
+        assert_eq!(shell_quote("/a/b-c.gguf"), "/a/b-c.gguf");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        let env = EnvChange {
+            set: vec![("GGML_X".into(), "a b".into())],
+            removed: vec![],
+        };
+        assert_eq!(
+            command_line(&env, &["/bin/tool".into(), "-p".into(), "x y".into()]),
+            "GGML_X='a b' /bin/tool -p 'x y'"
+        );
+    }
+
+    #[test]
+    fn a_finished_process_keeps_its_status_and_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (out, err) = (tmp.path().join("o"), tmp.path().join("e"));
+        let signals = Forwarder::start_with(true).unwrap();
+        let env = EnvChange {
+            set: vec![("CHILD_TEST_VAR".into(), "seen".into())],
+            removed: vec![],
+        };
+        let done = run(
+            Path::new("/bin/sh"),
+            &[
+                "-c".into(),
+                "echo $CHILD_TEST_VAR; echo oops >&2; exit 3".into(),
+            ],
+            &env,
+            &out,
+            &err,
+            &signals,
+        )
+        .unwrap();
+        assert_eq!(done.status.code(), Some(3));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "seen\n");
+        assert_eq!(std::fs::read_to_string(&err).unwrap(), "oops\n");
+        let missing = run(
+            &tmp.path().join("no-such-tool"),
+            &[],
+            &EnvChange::default(),
+            &out,
+            &err,
+            &signals,
+        );
+        assert!(matches!(missing, Err(ChildError::Spawn { .. })));
+    }
+}

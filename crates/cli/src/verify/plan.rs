@@ -1,0 +1,337 @@
+//! What a verify run will do, checked before anything runs: the tools, the arms and the
+//! reference, the text, each tool's arguments, and which extra llama.cpp options capshim
+//! refuses.
+
+use std::path::{Path, PathBuf};
+
+use super::base::{Header, Sidecar};
+use super::manifest::{GreedySettings, KernelSettings};
+use super::thresholds::Thresholds;
+use crate::arms::Arm;
+
+/// The text that ships with capshim, written for it: about 2,800 words of plain English
+/// prose (3,499 tokens for LLaMA's 32,000-token vocabulary), more than four contexts of 512.
+pub const BUILTIN_TEXT: &str = include_str!("../../assets/verify-text.txt");
+
+/// Tokens per chunk by default: llama-perplexity's own default context.
+pub const DEFAULT_CTX: u64 = 512;
+
+/// Chunks scored by default: 4 × 255 = 1,020 tokens compared, a base of about 2 bytes ×
+/// vocabulary × 1,020 (65 MB for a 32,000-token vocabulary).
+pub const DEFAULT_CHUNKS: u64 = 4;
+
+/// Tokens of greedy decoding by default.
+pub const DEFAULT_N_PREDICT: u32 = 128;
+
+/// The seed passed to llama-completion (greedy decoding draws no random numbers; the seed
+/// is fixed so that the command is the same every time).
+pub const DEFAULT_SEED: u32 = 42;
+
+/// The greedy decoding prompt by default.
+pub const DEFAULT_PROMPT: &str = "The weather station stands on a low hill about two kilometres from the harbour, and every \
+     morning the observer";
+
+/// The device test-backend-ops tests by default: ggml-metal's first device (llama.cpp names
+/// Metal devices `MTL0`, `MTL1`...; `-b` matches a device name exactly).
+pub const DEFAULT_KERNEL_DEVICE: &str = "MTL0";
+
+/// Options capshim sets itself or that change what the tools print; refused after `--`.
+pub const REFUSED_ARGS: [(&[&str], &str); 10] = [
+    (&["-m", "--model"], "give the model with capshim's -m"),
+    (
+        &["-f", "--file", "-bf", "--binary-file"],
+        "give the text with --text",
+    ),
+    (&["-c", "--ctx-size"], "use capshim's -c"),
+    (
+        &[
+            "--chunks",
+            "--kl-divergence",
+            "--kl-divergence-base",
+            "--save-all-logits",
+        ],
+        "capshim runs the comparison itself (--base, --save-base, --chunks)",
+    ),
+    (
+        &[
+            "-n",
+            "--predict",
+            "--n-predict",
+            "-p",
+            "--prompt",
+            "-s",
+            "--seed",
+        ],
+        "use capshim's -n, --prompt and --seed",
+    ),
+    (
+        &[
+            "--temp",
+            "--temperature",
+            "--samplers",
+            "--sampling-seq",
+            "--top-k",
+            "--top-p",
+        ],
+        "greedy decoding is capshim's (temperature 0)",
+    ),
+    (
+        &[
+            "-cnv",
+            "--conversation",
+            "-no-cnv",
+            "--no-conversation",
+            "-i",
+            "--interactive",
+            "-if",
+            "--interactive-first",
+        ],
+        "llama-completion runs without conversation mode, on the prompt alone",
+    ),
+    (
+        &[
+            "--log-disable",
+            "--log-file",
+            "--log-jsonl",
+            "--display-prompt",
+            "--no-display-prompt",
+            "-v",
+            "--verbose",
+            "--log-verbosity",
+            "-lv",
+        ],
+        "capshim reads the tools' own output",
+    ),
+    (
+        &[
+            "--hellaswag",
+            "--winogrande",
+            "--multiple-choice",
+            "--ppl-stride",
+            "--ppl-output-type",
+        ],
+        "llama-perplexity then computes something else",
+    ),
+    (
+        &[
+            "-h",
+            "--help",
+            "--version",
+            "-hf",
+            "-hfr",
+            "--hf-repo",
+            "-hff",
+            "--hf-file",
+        ],
+        "the tools then print no results (download a model first and give it with -m)",
+    ),
+];
+
+/// Checks the extra llama.cpp arguments given after `--`.
+///
+/// # Errors
+/// A message naming the first refused option and why.
+pub fn check_extra_args(extra: &[String]) -> Result<(), String> {
+    for arg in extra {
+        let flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
+        if let Some((_, why)) = REFUSED_ARGS.iter().find(|(flags, _)| flags.contains(&flag)) {
+            return Err(format!(
+                "the llama.cpp option {arg:?} after `--` is refused: {why}; remove it from the \
+                 extra arguments"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where the text comes from.
+#[derive(Clone, Debug)]
+pub enum Text {
+    /// [`BUILTIN_TEXT`].
+    Builtin,
+    /// A file given with `--text`.
+    File(PathBuf),
+}
+
+/// The reference every arm is compared with.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // one per run
+pub enum Reference {
+    /// An arm (index into [`Plan::arms`]): it saves the base.
+    Arm(usize),
+    /// A saved base (`--base`).
+    Base {
+        /// The file.
+        path: PathBuf,
+        /// Its header.
+        header: Header,
+        /// Its description, when beside it.
+        sidecar: Option<(PathBuf, Sidecar)>,
+    },
+}
+
+/// llama.cpp's tools.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    /// llama-perplexity.
+    pub perplexity: PathBuf,
+    /// llama-completion.
+    pub completion: PathBuf,
+    /// test-backend-ops, unless the kernel tests are off.
+    pub backend_ops: Option<PathBuf>,
+}
+
+/// Everything a verify run needs, checked.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The GGUF model.
+    pub model: PathBuf,
+    /// The tools.
+    pub tools: Tools,
+    /// The arms, stock first.
+    pub arms: Vec<Arm>,
+    /// The reference.
+    pub reference: Reference,
+    /// Where to save the reference's base (`--save-base`).
+    pub save_base: Option<PathBuf>,
+    /// The text.
+    pub text: Text,
+    /// Tokens per chunk.
+    pub ctx: u64,
+    /// Chunks at most.
+    pub chunks: u64,
+    /// Greedy decoding.
+    pub greedy: GreedySettings,
+    /// Kernel tests, unless off.
+    pub kernels: Option<KernelSettings>,
+    /// llama.cpp arguments for llama-perplexity and llama-completion.
+    pub extra: Vec<String>,
+    /// The shim library, when an arm has a profile.
+    pub dylib: Option<PathBuf>,
+    /// Compare arms whose shim did not activate.
+    pub allow_inactive: bool,
+    /// The limits of `equivalent`.
+    pub thresholds: Thresholds,
+    /// The bundle directory, or `None` for a new dated one.
+    pub output: Option<PathBuf>,
+}
+
+impl Plan {
+    /// llama-perplexity's arguments: the reference saves its logits to `base` from `text`;
+    /// every other arm is compared with them.
+    pub fn perplexity_args(&self, saves: bool, text: &Path, base: &Path) -> Vec<String> {
+        let mut args = vec!["-m".to_string(), self.model.display().to_string()];
+        if saves {
+            args.extend([
+                "-f".to_string(),
+                text.display().to_string(),
+                "--chunks".to_string(),
+                self.chunks.to_string(),
+            ]);
+        }
+        args.extend([
+            "-c".to_string(),
+            self.ctx.to_string(),
+            "--kl-divergence-base".to_string(),
+            base.display().to_string(),
+        ]);
+        if !saves {
+            args.push("--kl-divergence".to_string());
+        }
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+
+    /// llama-completion's arguments: greedy decoding of the prompt, the prompt not echoed.
+    pub fn greedy_args(&self) -> Vec<String> {
+        let g = &self.greedy;
+        let mut args = vec![
+            "-m".to_string(),
+            self.model.display().to_string(),
+            "-p".to_string(),
+            g.prompt.clone(),
+            "-n".to_string(),
+            g.n_predict.to_string(),
+            "--temp".to_string(),
+            "0".to_string(),
+            "-s".to_string(),
+            g.seed.to_string(),
+            "-no-cnv".to_string(),
+            "--no-display-prompt".to_string(),
+        ];
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+
+    /// test-backend-ops' arguments: every op (or `--kernel-ops`) on the device against the CPU.
+    pub fn kernel_args(&self, kernels: &KernelSettings) -> Vec<String> {
+        let mut args = vec!["test".to_string(), "-b".to_string(), kernels.device.clone()];
+        if let Some(ops) = &kernels.ops {
+            args.extend(["-o".to_string(), ops.clone()]);
+        }
+        args
+    }
+
+    /// The label of the reference arm, or `base`.
+    pub fn reference_name(&self) -> String {
+        match &self.reference {
+            Reference::Arm(i) => self.arms[*i].name.clone(),
+            Reference::Base { .. } => "base".to_string(),
+        }
+    }
+
+    /// The arms in the order they run: the reference arm first.
+    pub fn order(&self) -> Vec<usize> {
+        let first = match self.reference {
+            Reference::Arm(i) => Some(i),
+            Reference::Base { .. } => None,
+        };
+        first
+            .into_iter()
+            .chain((0..self.arms.len()).filter(|&i| Some(i) != first))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_capshim_sets_are_refused() {
+        for bad in [
+            "-m",
+            "--ctx-size=256",
+            "--kl-divergence",
+            "-n",
+            "--temp",
+            "-cnv",
+            "--log-disable",
+            "-hf",
+        ] {
+            let e = check_extra_args(&["-t".into(), "2".into(), bad.into()]).unwrap_err();
+            assert!(e.contains("after `--` is refused"), "{bad}: {e}");
+        }
+        check_extra_args(&[
+            "-t".into(),
+            "4".into(),
+            "-ngl".into(),
+            "99".into(),
+            "-fa".into(),
+            "on".into(),
+        ])
+        .unwrap();
+    }
+
+    #[test]
+    fn the_builtin_text_is_prose_long_enough() {
+        let words = BUILTIN_TEXT.split_whitespace().count();
+        // LLaMA's tokenizer gives 3,499 tokens (measured with llama-perplexity here); a model
+        // with a larger vocabulary uses fewer, rarely under one per word.
+        assert!(
+            words as u64 >= DEFAULT_CTX * DEFAULT_CHUNKS,
+            "{words} words"
+        );
+        assert!(BUILTIN_TEXT.is_ascii());
+    }
+}

@@ -1,0 +1,323 @@
+//! Before and after the runs: the files identified (the model hashed before the first run,
+//! the base checked against its description), the base's description written after the
+//! reference ran (`--save-base`), and the seal: `summary.json` and `report.md` derived from the
+//! raw files, `environment.json`, `SHA256SUMS`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::base::{self, GreedyText, SIDECAR_FORMAT, Sidecar, sidecar_path};
+use super::derive::{self, Output, read_step};
+use super::error::{VerifyError, io};
+use super::manifest::{BaseRecord, Manifest};
+use super::plan::{BUILTIN_TEXT, Plan, Reference, Text};
+use super::record::{Environment, Files, StepRecord};
+use super::render;
+use super::summary::Summary;
+use crate::bench::environment::{self, FileId, file_id};
+use crate::bundle::{self, RAW_DIR, time};
+use crate::launch::Os;
+use crate::llama::backend_ops::BackendOps;
+
+/// The result of a verify run.
+pub struct Outcome {
+    /// The bundle directory.
+    pub dir: PathBuf,
+    /// The summary.
+    pub summary: Summary,
+    /// `report.md`'s text.
+    pub markdown: String,
+    /// `summary.json`'s text.
+    pub summary_json: String,
+}
+
+/// The files of a run, identified before it starts.
+pub struct Prepared {
+    /// The model.
+    pub model: FileId,
+    /// The text.
+    pub text: FileId,
+    /// The base read with `--base`.
+    pub base: Option<FileId>,
+    /// What weakens a comparison with that base.
+    pub base_warnings: Vec<String>,
+}
+
+fn identify(path: &Path) -> Result<FileId, VerifyError> {
+    file_id(path).map_err(|e| VerifyError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+impl Prepared {
+    /// Hashes the model (and the base), and compares the base's description with this run.
+    ///
+    /// # Errors
+    /// When a file cannot be read.
+    pub fn new(plan: &Plan) -> Result<Prepared, VerifyError> {
+        let size = std::fs::metadata(&plan.model).map_or(0, |m| m.len());
+        if size > 1 << 30 {
+            eprintln!(
+                "capshim: verify: computing the SHA-256 of {} ({:.1} GB) before the first run",
+                plan.model.display(),
+                size as f64 / 1e9
+            );
+        }
+        let model = identify(&plan.model)?;
+        let text = match &plan.text {
+            Text::File(path) => identify(path)?,
+            Text::Builtin => FileId {
+                path: "built-in".to_string(),
+                bytes: BUILTIN_TEXT.len() as u64,
+                sha256: Sha256::digest(BUILTIN_TEXT.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect(),
+            },
+        };
+        let mut prepared = Prepared {
+            model,
+            text,
+            base: None,
+            base_warnings: Vec::new(),
+        };
+        if let Reference::Base { path, sidecar, .. } = &plan.reference {
+            let id = identify(path)?;
+            let warnings = &mut prepared.base_warnings;
+            match sidecar {
+                None => warnings.push(format!(
+                    "no {} beside the base: the model it was made from cannot be checked, and there \
+                     is no reference greedy text or kernel test result",
+                    file_name(&sidecar_path(path).display().to_string())
+                )),
+                Some((_, s)) => {
+                    if s.model.sha256 != prepared.model.sha256 {
+                        warnings.push(format!(
+                            "the base was made from another model file, {} (sha256 {}), not {} (sha256 \
+                             {}): the comparison includes the difference between the two models",
+                            file_name(&s.model.path),
+                            s.model.sha256,
+                            file_name(&prepared.model.path),
+                            prepared.model.sha256
+                        ));
+                    }
+                    if s.base.sha256 != id.sha256 {
+                        warnings.push(
+                            "the base's SHA-256 is not the one recorded when it was saved: it was \
+                             changed or replaced since"
+                                .to_string(),
+                        );
+                    }
+                }
+            }
+            prepared.base = Some(id);
+            for warning in &prepared.base_warnings {
+                eprintln!("capshim: warning: {warning}");
+            }
+        }
+        Ok(prepared)
+    }
+
+    /// The manifest before any arm ran; with `--base`, the base's description is copied into
+    /// the bundle `dir`.
+    ///
+    /// # Errors
+    /// When the description cannot be copied.
+    pub fn manifest(&self, plan: &Plan, dir: &Path) -> Result<Manifest, VerifyError> {
+        let base = match (&plan.reference, &self.base) {
+            (Reference::Base { path, sidecar, .. }, Some(id)) => {
+                let copied = match sidecar {
+                    Some((from, _)) => {
+                        let rel = format!("{RAW_DIR}/base.capshim.json");
+                        std::fs::copy(from, dir.join(&rel))
+                            .map_err(io("cannot copy into the bundle", from))?;
+                        Some(rel)
+                    }
+                    None => None,
+                };
+                Some(BaseRecord {
+                    path: path.display().to_string(),
+                    bytes: id.bytes,
+                    sha256: id.sha256.clone(),
+                    saved: false,
+                    sidecar: copied,
+                    warnings: self.base_warnings.clone(),
+                })
+            }
+            _ => None,
+        };
+        let ctx = match &plan.reference {
+            Reference::Base { header, .. } => u64::from(header.ctx),
+            Reference::Arm(_) => plan.ctx,
+        };
+        Ok(Manifest {
+            model: file_name(&self.model.path),
+            model_bytes: self.model.bytes,
+            reference: plan.reference_name(),
+            thresholds: plan.thresholds,
+            allow_inactive: plan.allow_inactive,
+            ctx,
+            chunks: matches!(plan.reference, Reference::Arm(_)).then_some(plan.chunks),
+            text: match &plan.text {
+                Text::Builtin => "built-in".to_string(),
+                Text::File(p) => file_name(&p.display().to_string()),
+            },
+            greedy: plan.greedy.clone(),
+            kernels: plan.kernels.clone(),
+            extra_args: plan.extra.clone(),
+            base,
+            arms: Vec::new(),
+        })
+    }
+}
+
+/// Writes the description beside the base the reference just saved at `path`, from the
+/// reference's raw files, and returns the base's record.
+///
+/// # Errors
+/// When the base is not complete, or the description cannot be written (it is never
+/// overwritten).
+pub fn write_sidecar(
+    plan: &Plan,
+    prepared: &Prepared,
+    dir: &Path,
+    manifest: &Manifest,
+    path: &Path,
+) -> Result<BaseRecord, VerifyError> {
+    let header = base::read_header(path)?;
+    let base = identify(path)?;
+    let arm = manifest.arms.last().expect("the reference ran");
+    let mut sidecar = Sidecar {
+        format: SIDECAR_FORMAT.to_string(),
+        schema_version: 1,
+        capshim_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_utc: time::iso(time::now()),
+        model: prepared.model.clone(),
+        base: base.clone(),
+        header,
+        text: manifest.text.clone(),
+        text_sha256: prepared.text.sha256.clone(),
+        arm: arm.name.clone(),
+        machine: serde_json::to_value(environment::collect()).unwrap_or_default(),
+        greedy: None,
+        kernel_tests: None,
+    };
+    for files in &arm.steps {
+        match read_step(dir, manifest, arm, files)?.output {
+            Output::Greedy(text) => {
+                let g = &plan.greedy;
+                sidecar.greedy = Some(GreedyText {
+                    prompt: g.prompt.clone(),
+                    n_predict: g.n_predict,
+                    seed: g.seed,
+                    text,
+                });
+            }
+            Output::Kernels(BackendOps::Tested(t)) => sidecar.kernel_tests = Some(t),
+            _ => {}
+        }
+    }
+    let json = serde_json::to_string_pretty(&sidecar).map_err(|source| VerifyError::Json {
+        what: "the base's description",
+        source,
+    })? + "\n";
+    let to = sidecar_path(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&to)
+        .map_err(io("cannot create (it is never overwritten)", &to))?;
+    file.write_all(json.as_bytes())
+        .map_err(io("cannot write", &to))?;
+    eprintln!(
+        "capshim: verify: saved the base {} ({} bytes) and its description {}",
+        path.display(),
+        base.bytes,
+        to.display()
+    );
+    Ok(BaseRecord {
+        path: path.display().to_string(),
+        bytes: base.bytes,
+        sha256: base.sha256,
+        saved: true,
+        sidecar: None,
+        warnings: Vec::new(),
+    })
+}
+
+/// Derives `summary.json` and `report.md` from the raw files, writes them, `environment.json`
+/// and `SHA256SUMS`.
+///
+/// # Errors
+/// When a raw file gives no result or a file cannot be written.
+pub fn seal(
+    plan: &Plan,
+    prepared: &Prepared,
+    dir: &Path,
+    started: u64,
+    manifest: &Manifest,
+    records: &[StepRecord],
+) -> Result<Outcome, VerifyError> {
+    let summary = derive::derive(dir, manifest)?;
+    let summary_json = pretty("summary.json", &summary)?;
+    let markdown = render::markdown(&summary);
+    let mut tools = vec![
+        ("llama-perplexity", identify(&plan.tools.perplexity)?),
+        ("llama-completion", identify(&plan.tools.completion)?),
+    ];
+    if let Some(path) = &plan.tools.backend_ops {
+        tools.push(("test-backend-ops", identify(path)?));
+    }
+    let (schema_version, kind) = Environment::HEADER;
+    let env = Environment {
+        schema_version,
+        kind,
+        capshim_version: env!("CARGO_PKG_VERSION"),
+        started_utc: time::iso(started),
+        finished_utc: time::iso(time::now()),
+        machine: environment::collect(),
+        injection_variable: Os::current().injection_var(),
+        files: Files {
+            model: prepared.model.clone(),
+            text: Some(prepared.text.clone()),
+            dylib: plan.dylib.as_deref().map(identify).transpose()?,
+            tools,
+        },
+        arms: &plan.arms,
+        steps: records,
+        verify: manifest,
+    };
+    let env_json = pretty("environment.json", &env)?;
+    for (name, text) in [
+        ("summary.json", &summary_json),
+        ("report.md", &markdown),
+        ("environment.json", &env_json),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(io("cannot write", &path))?;
+    }
+    bundle::write_sums(dir)?;
+    Ok(Outcome {
+        dir: dir.to_path_buf(),
+        summary,
+        markdown,
+        summary_json,
+    })
+}
+
+/// `value` as pretty JSON with a final newline.
+fn pretty<T: serde::Serialize>(what: &'static str, value: &T) -> Result<String, VerifyError> {
+    serde_json::to_string_pretty(value)
+        .map(|s| s + "\n")
+        .map_err(|source| VerifyError::Json { what, source })
+}

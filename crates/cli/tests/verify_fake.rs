@@ -1,0 +1,650 @@
+//! `capshim verify` against stand-ins for llama.cpp's tools (shell scripts in one folder, given
+//! with --llama-dir): Metal kernel results, an unlocked arm that hooks or not, and every failure
+//! mode (a missing tool, a crash, output that gives no result, a text too short, a signal),
+//! fast and deterministic. `verify_e2e.rs` runs the real tools.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{assert_report_refuses, capshim, fake_model, inert_shim, read};
+use predicates::prelude::*;
+
+/// The stand-ins. Each one's behaviour is set by environment variables:
+///
+/// - llama-perplexity: with `--kl-divergence`, prints the statistics of a comparison (mean KLD
+///   `FAKE_KLD`, top-1 `FAKE_TOP` percent, in arms with the shim; zero and 100% without);
+///   without, writes a small valid base to the `--kl-divergence-base` file and prints its
+///   perplexity. `FAKE_PPL=crash` kills it with SIGSEGV, `garbage` prints nothing it would,
+///   `short` logs the too-short text error and exits 0, `hang` (with `FAKE_HANG=PATH`) writes
+///   its pid to PATH and waits for a signal.
+/// - llama-completion: prints a fixed text, another from `FAKE_GREEDY` in arms with the shim.
+/// - test-backend-ops: a build without Metal unless `FAKE_METAL=1`; then every op passes, but
+///   one fails in arms with the shim when `FAKE_KERNEL_FAIL=1`.
+///
+/// Every tool in an arm with the shim writes the shim's `hooked` status event when
+/// `FAKE_HOOK=1`.
+fn fake_tools(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let hook = r#"
+if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then
+  shim=1
+  echo "capshim: active in $(basename "$0") (pid $$): apple_family_max=$CAPSHIM_APPLE_FAMILY_MAX scope=children" >&2
+  echo "{\"pid\":$$,\"process\":\"$(basename "$0")\",\"event\":\"active\",\"reason\":null,\"class\":null,\"profile\":null}" >> "$CAPSHIM_STATUS_FILE"
+  if [ "$FAKE_HOOK" = 1 ]; then
+    echo "capshim: hooked AppleParavirtDevice in $(basename "$0") (pid $$)" >&2
+    echo "{\"pid\":$$,\"process\":\"$(basename "$0")\",\"event\":\"hooked\",\"reason\":null,\"class\":\"AppleParavirtDevice\",\"profile\":null}" >> "$CAPSHIM_STATUS_FILE"
+  fi
+else
+  shim=0
+fi
+"#;
+    let perplexity = r#"#!/bin/sh
+HOOK
+echo "GGML_METAL_BF16_DISABLE=${GGML_METAL_BF16_DISABLE:-unset}" >&2
+kl=0; base=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kl-divergence) kl=1 ;;
+    --kl-divergence-base) base=$2; shift ;;
+  esac
+  shift
+done
+case "$FAKE_PPL" in
+  crash) echo "ggml_abort: fake crash" >&2; kill -SEGV $$ ;;
+  garbage) echo "this is not llama-perplexity"; exit 0 ;;
+  short)
+    echo "0.00.332.685 E perplexity: you need at least 1024 tokens to evaluate perplexity with a context of 512" >&2
+    echo "0.00.332.686 E perplexity: the data file you provided tokenizes to only 348 tokens" >&2
+    exit 0 ;;
+  hang)
+    trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
+    echo $$ > "$FAKE_HANG.tmp"; mv "$FAKE_HANG.tmp" "$FAKE_HANG"
+    while :; do sleep 0.05; done ;;
+esac
+if [ $kl = 0 ]; then
+  # ctx 8, vocabulary 2, 1 chunk: 88 bytes.
+  printf '_logits_\010\000\000\000\002\000\000\000\001\000\000\000' > "$base"
+  head -c 68 /dev/zero >> "$base"
+  echo "perplexity: calculating perplexity over 4 chunks, n_ctx=512, batch_size=2048, n_seq=4" >&2
+  echo "perplexity: 1.00 seconds per pass - ETA Final estimate: PPL = 10.0000 +/- 0.10000" >&2
+  exit 0
+fi
+kld=0.000000; top=100.000
+if [ $shim = 1 ]; then kld=${FAKE_KLD:-0.000000}; top=${FAKE_TOP:-100.000}; fi
+echo "kl_divergence: computing over 4 chunks, n_ctx=512, batch_size=2048, n_seq=4" >&2
+cat <<EOF
+chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p
+====== Perplexity statistics ======
+Mean PPL(Q)                   :  10.010000 ±   0.100000
+Mean PPL(base)                :  10.000000 ±   0.100000
+Mean ln(PPL(Q)/PPL(base))     :   0.001000 ±   0.000100
+
+====== KL divergence statistics ======
+Mean    KLD:   $kld ±   0.000001
+Maximum KLD:   $kld
+99.9%   KLD:   $kld
+99.0%   KLD:   $kld
+Median  KLD:   $kld
+RMS Δp    :  0.100 ± 0.001 %
+Same top p: $top ± 0.010 %
+EOF
+"#
+    .replace("HOOK", hook);
+    let completion = r#"#!/bin/sh
+HOOK
+if [ "$FAKE_COMPLETION" = crash ]; then kill -SEGV $$; fi
+if [ $shim = 1 ] && [ -n "$FAKE_GREEDY" ]; then printf '%s' "$FAKE_GREEDY"; else printf 'the same words every time'; fi
+"#
+    .replace("HOOK", hook);
+    let backend_ops = r#"#!/bin/sh
+HOOK
+printf 'Testing 2 devices\n\n'
+if [ "$FAKE_METAL" != 1 ]; then
+  printf 'Backend 1/1: CPU\n  Skipping\n1/1 backends passed\n\033[1;32mOK\033[0m\n'
+  exit 0
+fi
+ok='\033[1;32mOK\033[0m'; fail='\033[1;31mFAIL\033[0m'
+printf 'Backend 1/2: MTL0\n  Device description: Apple M1 Ultra\n  Device memory: 98304 MB (98303 MB free)\n\n'
+printf "  ADD(type=f32,ne=[10,5,4,3]): $ok\n"
+printf '  FLASH_ATTN_EXT(hsk=576,type_KV=bf16): not supported [MTL0] \n'
+if [ $shim = 1 ] && [ "$FAKE_KERNEL_FAIL" = 1 ]; then
+  printf "[MUL_MAT] ERR = 0.012345678 > 0.000500000   MUL_MAT(type_a=bf16,type_b=f32): $fail\n"
+  printf '  1/2 tests passed\n\nFailing tests:\n  MUL_MAT(type_a=bf16,type_b=f32)\n'
+  printf "  Backend MTL0: $fail\nBackend 2/2: CPU\n  Skipping\n1/2 backends passed\n$fail\n"
+  exit 1
+fi
+printf "  MUL_MAT(type_a=bf16,type_b=f32): $ok\n  2/2 tests passed\n  Backend MTL0: $ok\n"
+printf "Backend 2/2: CPU\n  Skipping\n2/2 backends passed\n$ok\n"
+"#
+    .replace("HOOK", hook);
+    for (name, script) in [
+        ("llama-perplexity", perplexity),
+        ("llama-completion", completion),
+        ("test-backend-ops", backend_ops),
+    ] {
+        let path = bin.join(name);
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+struct Setup {
+    tmp: tempfile::TempDir,
+    bin: PathBuf,
+    model: PathBuf,
+    shim: PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    Setup {
+        bin: fake_tools(tmp.path()),
+        model: fake_model(tmp.path()),
+        shim: inert_shim(tmp.path()),
+        tmp,
+    }
+}
+
+impl Setup {
+    /// `capshim verify -m MODEL --llama-dir BIN --dylib SHIM -o OUT`.
+    fn verify(&self, out: &Path) -> assert_cmd::Command {
+        self.verify_with(out, &self.model, Some(&self.bin))
+    }
+
+    /// As [`Setup::verify`], with another model, and without --llama-dir when `bin` is `None`.
+    fn verify_with(&self, out: &Path, model: &Path, bin: Option<&Path>) -> assert_cmd::Command {
+        let mut cmd = capshim();
+        cmd.current_dir(self.tmp.path())
+            .arg("verify")
+            .arg("-m")
+            .arg(model)
+            .arg("--dylib")
+            .arg(&self.shim)
+            .arg("-o")
+            .arg(out);
+        if let Some(bin) = bin {
+            cmd.arg("--llama-dir").arg(bin);
+        }
+        for var in [
+            "FAKE_HOOK",
+            "FAKE_METAL",
+            "FAKE_KERNEL_FAIL",
+            "FAKE_KLD",
+            "FAKE_TOP",
+            "FAKE_PPL",
+            "FAKE_GREEDY",
+            "FAKE_COMPLETION",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(&dir.join("summary.json"))).unwrap()
+}
+
+#[test]
+fn an_unlocked_arm_with_metal_kernels_is_equivalent_or_different_with_its_evidence() {
+    let s = setup();
+    let out = s.tmp.path().join("same");
+    let assert = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_METAL", "1")
+        .env("FAKE_KLD", "0.000020")
+        .env("FAKE_TOP", "99.800")
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let v = summary(&out);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["reference"], "stock");
+    assert_eq!(v["result"], "equivalent");
+    let arm = &v["arms"]["apple9-64k"];
+    assert_eq!(arm["verdict"], "equivalent", "{arm}");
+    assert_eq!(arm["kld_mean"], 0.00002);
+    assert!((arm["top1_agreement"].as_f64().unwrap() - 0.998).abs() < 1e-12);
+    assert!((arm["ppl_delta"].as_f64().unwrap() - 0.001).abs() < 1e-12);
+    assert!(arm["greedy_first_divergence"].is_null());
+    assert_eq!(arm["greedy"], "identical");
+    assert_eq!(arm["kernel_tests"]["passed"], 2, "{}", arm["kernel_tests"]);
+    assert_eq!(arm["kernel_tests"]["failed"], 0);
+    assert_eq!(arm["kernel_tests"]["unsupported"], 1);
+    assert_eq!(arm["activation"], "shim active, hooked AppleParavirtDevice");
+    assert_eq!(v["arms"]["stock"]["verdict"], "reference");
+    assert_eq!(read(&out.join("report.md")), stdout);
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout.clone());
+    capshim()
+        .args(["report", "--json"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(read(&out.join("summary.json")));
+    // A verify bundle is reported alone, and only as Markdown or JSON.
+    for extra in [&["--csv"][..], &["--arm", "x=y.json"][..]] {
+        capshim()
+            .arg("report")
+            .arg(&out)
+            .args(extra)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("is a `capshim verify` bundle"));
+    }
+
+    // A failing kernel, a greedy text that differs and a large KL divergence: different, each
+    // named; the exit code says so.
+    let out = s.tmp.path().join("different");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_METAL", "1")
+        .env("FAKE_KERNEL_FAIL", "1")
+        .env("FAKE_KLD", "0.050000")
+        .env("FAKE_GREEDY", "the same wordz")
+        .assert()
+        .code(5)
+        .stdout(predicate::str::contains("| apple9-64k | different |"));
+    let v = summary(&out);
+    let arm = &v["arms"]["apple9-64k"];
+    assert_eq!(v["result"], "different");
+    let evidence: Vec<&str> = arm["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        evidence,
+        [
+            "mean KL divergence 0.050000 > 0.0001 (--max-kld)",
+            "99th-percentile KL divergence 0.050000 > 0.001 (--max-kld-p99)",
+            "1 kernel test(s) fail that pass in the reference: MUL_MAT(type_a=bf16,type_b=f32)",
+        ]
+    );
+    assert_eq!(
+        arm["greedy_first_divergence"],
+        serde_json::json!({"unit": "char", "index": 13})
+    );
+    assert_eq!(arm["kernel_tests"]["failed"], 1);
+    // --greedy-must-match counts the greedy text too; looser thresholds pass the KLD.
+    let out = s.tmp.path().join("greedy");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_GREEDY", "other words")
+        .env("FAKE_KLD", "0.050000")
+        .args([
+            "--greedy-must-match",
+            "--max-kld",
+            "0.1",
+            "--max-kld-p99",
+            "0.1",
+        ])
+        .assert()
+        .code(5);
+    assert_eq!(
+        summary(&out)["arms"]["apple9-64k"]["evidence"],
+        serde_json::json!([
+            "greedy text differs from the reference's at character 0 (--greedy-must-match)"
+        ])
+    );
+}
+
+#[test]
+fn an_arm_whose_shim_did_not_activate_is_not_run_unless_allowed() {
+    let s = setup();
+    let out = s.tmp.path().join("inactive");
+    s.verify(&out)
+        .args(["--arm", "nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("| nobf16 | not run"))
+        .stderr(predicate::str::contains(
+            "not every arm was compared (nobf16 not run",
+        ))
+        .stderr(predicate::str::contains("--allow-inactive"));
+    let v = summary(&out);
+    assert_eq!(v["result"], "incomplete");
+    let arm = &v["arms"]["nobf16"];
+    assert_eq!(arm["verdict"], "not run");
+    assert!(
+        arm["evidence"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the shim did not activate in llama-perplexity"),
+        "{arm}"
+    );
+    assert_eq!(arm["env"]["GGML_METAL_BF16_DISABLE"], "1");
+    // The arm's own variable reached its process, and only its.
+    assert!(read(&out.join("raw/nobf16-perplexity.stderr")).contains("GGML_METAL_BF16_DISABLE=1"));
+    assert!(
+        read(&out.join("raw/stock-perplexity.stderr")).contains("GGML_METAL_BF16_DISABLE=unset")
+    );
+    // Its remaining steps never ran; the bundle is sealed and reports again.
+    assert!(!out.join("raw/nobf16-greedy.stdout").exists());
+    assert!(out.join("SHA256SUMS").is_file());
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    let step = &env["steps"][3];
+    assert_eq!(step["step"], "perplexity");
+    assert_eq!(step["env"]["set"]["GGML_METAL_BF16_DISABLE"], "1");
+    assert!(
+        step["command_line"]
+            .as_str()
+            .unwrap()
+            .contains("--kl-divergence")
+    );
+    capshim().arg("report").arg(&out).assert().success();
+
+    let out = s.tmp.path().join("allowed");
+    s.verify(&out)
+        .arg("--allow-inactive")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "compared anyway (--allow-inactive)",
+        ));
+    assert_eq!(summary(&out)["arms"]["apple9-64k"]["verdict"], "equivalent");
+}
+
+#[test]
+fn another_arm_can_be_the_reference() {
+    let s = setup();
+    let out = s.tmp.path().join("ref");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .args(["--reference", "apple9-64k", "--profile", "apple9-64k"])
+        .assert()
+        .code(0);
+    let v = summary(&out);
+    assert_eq!(v["reference"], "apple9-64k");
+    assert_eq!(v["arms"]["apple9-64k"]["verdict"], "reference");
+    assert_eq!(v["arms"]["stock"]["verdict"], "equivalent");
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(
+        env["steps"][0]["arm"], "apple9-64k",
+        "the reference runs first"
+    );
+    // A reference whose shim did not activate leaves nothing to compare with.
+    s.verify(&s.tmp.path().join("inactive-ref"))
+        .args(["--reference", "apple9-64k"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the reference arm apple9-64k cannot be compared with: the shim did not activate",
+        ));
+}
+
+#[test]
+fn a_base_saved_elsewhere_is_the_reference_of_every_arm() {
+    let s = setup();
+    let base = s.tmp.path().join("host.kld");
+    s.verify(&s.tmp.path().join("host"))
+        .arg("--save-base")
+        .arg(&base)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("Result: **reference only**"));
+    let sidecar: serde_json::Value =
+        serde_json::from_str(&read(&s.tmp.path().join("host.kld.capshim.json"))).unwrap();
+    assert_eq!(sidecar["format"], "capshim-verify-base");
+    assert_eq!(sidecar["greedy"]["text"], "the same words every time");
+    assert_eq!(
+        sidecar["header"],
+        serde_json::json!({"ctx": 8, "vocab": 2, "chunks": 1})
+    );
+    let host = summary(&s.tmp.path().join("host"));
+    assert_eq!(host["base"]["saved"], true);
+    assert_eq!(host["base"]["bytes"], 88);
+    // Never overwritten.
+    s.verify(&s.tmp.path().join("again"))
+        .arg("--save-base")
+        .arg(&base)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("host.kld already exists"));
+
+    // The same model in the guest: every arm against the base, greedy text from its
+    // description. Another model file: a warning, never an error.
+    let out = s.tmp.path().join("guest");
+    let other = s.tmp.path().join("other.gguf");
+    std::fs::write(&other, "GGUF another model").unwrap();
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_GREEDY", "the same words every time")
+        .arg("--base")
+        .arg(&base)
+        .assert()
+        .code(0);
+    let v = summary(&out);
+    assert_eq!(v["reference"], "base");
+    assert_eq!(v["arms"]["stock"]["verdict"], "equivalent");
+    assert_eq!(v["arms"]["apple9-64k"]["greedy"], "identical");
+    assert_eq!(v["warnings"], serde_json::json!([]));
+    assert!(out.join("raw/base.capshim.json").is_file());
+    assert!(
+        !out.join("raw/host.kld").exists(),
+        "the base is never copied in"
+    );
+    s.verify_with(&s.tmp.path().join("other"), &other, Some(&s.bin))
+        .env("FAKE_HOOK", "1")
+        .arg("--base")
+        .arg(&base)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "the base was made from another model file, fake.gguf",
+        ));
+    // The base fixes the context and the chunks.
+    s.verify(&s.tmp.path().join("never"))
+        .arg("--base")
+        .arg(&base)
+        .args(["-c", "256"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "fixes the text, -c (8) and the chunks (1)",
+        ));
+    // A file that is not a base is refused before anything runs.
+    s.verify(&s.tmp.path().join("never"))
+        .arg("--base")
+        .arg(&s.model)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("is not a base"));
+    assert!(!s.tmp.path().join("never").exists());
+}
+
+#[test]
+fn a_missing_tool_is_named_before_anything_runs() {
+    let s = setup();
+    std::fs::remove_file(s.bin.join("llama-completion")).unwrap();
+    let out = s.tmp.path().join("never");
+    s.verify(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-completion is not in --llama-dir",
+        ));
+    // Without --llama-dir: PATH, then the setup cache under HOME.
+    s.verify_with(&out, &s.model, None)
+        .env("PATH", "/nonexistent")
+        .env("HOME", s.tmp.path())
+        .env_remove("XDG_CACHE_HOME")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-perplexity was not found on PATH nor in",
+        ))
+        .stderr(predicate::str::contains("--llama-dir DIR"));
+    std::fs::remove_file(s.bin.join("test-backend-ops")).unwrap();
+    std::fs::write(s.bin.join("llama-completion"), "").unwrap();
+    s.verify(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-completion is not in --llama-dir",
+        ));
+    assert!(!out.exists(), "no bundle for refused input");
+}
+
+#[test]
+fn a_tool_that_crashes_or_prints_no_result_leaves_an_unsealed_bundle() {
+    let s = setup();
+    for (mode, says) in [
+        (
+            "crash",
+            "llama-perplexity failed in arm stock (signal: 11 (SIGSEGV)",
+        ),
+        ("garbage", "its output has no `Final estimate: PPL =` line"),
+        (
+            "short",
+            "the text is too short: llama-perplexity needs at least 1024 tokens for a context of 512 and the text has 348",
+        ),
+    ] {
+        let out = s.tmp.path().join(mode);
+        s.verify(&out)
+            .env("FAKE_PPL", mode)
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(predicate::str::contains(says))
+            .stderr(predicate::str::contains(
+                "the raw files written so far are in",
+            ));
+        assert!(!out.join("SHA256SUMS").exists(), "{mode}: never sealed");
+        assert!(!out.join("summary.json").exists(), "{mode}");
+        let note = read(&out.join("INCOMPLETE"));
+        assert!(
+            note.contains("the `capshim verify` run that wrote it stopped"),
+            "{note}"
+        );
+        assert!(note.contains("Step that did not finish"), "{mode}: {note}");
+        assert_report_refuses(&out, "did not finish");
+    }
+    // A base being saved is removed when the reference's steps fail after writing it: no
+    // half-described base is left to compare with.
+    let base = s.tmp.path().join("half.kld");
+    let out = s.tmp.path().join("half");
+    s.verify(&out)
+        .env("FAKE_COMPLETION", "crash")
+        .arg("--save-base")
+        .arg(&base)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-completion failed in arm stock",
+        ));
+    assert!(!base.exists() && !s.tmp.path().join("half.kld.capshim.json").exists());
+    assert!(
+        read(&out.join("INCOMPLETE")).contains("half.kld, was incomplete and has been removed")
+    );
+    // The ggml abort message is in the error.
+    s.verify(&s.tmp.path().join("crash2"))
+        .env("FAKE_PPL", "crash")
+        .assert()
+        .stderr(predicate::str::contains("ggml_abort: fake crash"));
+}
+
+#[test]
+fn a_signal_stops_the_run_and_leaves_an_unsealed_bundle() {
+    let s = setup();
+    for (signal, code) in [
+        (nix::sys::signal::Signal::SIGTERM, 143),
+        (nix::sys::signal::Signal::SIGINT, 130),
+    ] {
+        let out = s.tmp.path().join(format!("{signal}"));
+        let pid_file = s.tmp.path().join(format!("{signal}.pid"));
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+        cmd.current_dir(s.tmp.path())
+            .args(["verify", "-m"])
+            .arg(&s.model)
+            .arg("--llama-dir")
+            .arg(&s.bin)
+            .args(["--profile", "again=stock", "-o"])
+            .arg(&out)
+            .env("FAKE_PPL", "hang")
+            .env("FAKE_HANG", &pid_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !pid_file.exists() {
+            assert!(Instant::now() < deadline, "the fake tool never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted by {signal}")),
+            "{stderr}"
+        );
+        assert!(!out.join("SHA256SUMS").exists());
+        let note = read(&out.join("INCOMPLETE"));
+        assert!(note.contains(&format!("interrupted by {signal}")), "{note}");
+        assert!(note.contains("Steps finished (0 of 6)"), "{note}");
+        assert_report_refuses(&out, "did not finish");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_before_anything_runs() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    for (args, says) in [
+        (
+            &["--reference", "nope"][..],
+            "--reference \"nope\" names no arm; the arms are: stock, apple9-64k",
+        ),
+        (&["--profile", "stock"][..], "--profile stock-2=stock"),
+        (
+            &["--arm", "base=stock"][..],
+            "the label \"base\" is reserved",
+        ),
+        (
+            &["--profile", "host=apple9-64k"][..],
+            "the label \"host\" is reserved",
+        ),
+        (
+            &["--min-top1", "99"][..],
+            "--min-top1 99 must be a fraction from 0 to 1",
+        ),
+        (&["--", "-c", "256"][..], "\"-c\" after `--` is refused"),
+        (
+            &["--base", "x.kld", "--save-base", "y.kld"][..],
+            "cannot be used with",
+        ),
+        (
+            &["--base", "x.kld", "--reference", "stock"][..],
+            "cannot be used with",
+        ),
+    ] {
+        s.verify(&out)
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+    }
+    assert!(!out.exists());
+    capshim()
+        .args(["verify", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples:\n"))
+        .stdout(predicate::str::contains("Exit codes:\n"))
+        .stdout(predicate::str::contains("capshim verify"));
+}
