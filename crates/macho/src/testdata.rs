@@ -17,7 +17,7 @@ pub const LINKED_DYLIB: &[u8] = include_bytes!("../fixtures/libcapshim.dylib");
 /// it (`fixtures/capshim`, from `fixtures/cli.c`): linked as `capshim-0123456789abcdef`, so
 /// signed with that identifier; loads CoreGraphics, Metal, libSystem and libobjc; imports
 /// `_MTLCreateSystemDefaultDevice` (Metal), `_objc_msgSend`, `_sel_getName`,
-/// `_sel_registerName` (libobjc) and `_puts`, `dyld_stub_binder` (libSystem).
+/// `_sel_registerName` (libobjc) and `_strlen`, `_write`, `dyld_stub_binder` (libSystem).
 pub const LINKED_EXECUTABLE: &[u8] = include_bytes!("../fixtures/capshim");
 
 /// An XML entitlements plist with each key set to true.

@@ -326,14 +326,24 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         failures += checks.iter().filter(|c| !c.ok).count();
     };
 
-    let (root, exports) = (workspace_root()?, sdk::sdk_exports(&workspace_root()?));
+    let root = workspace_root()?;
+    let sdks = match sdk::read_sdks(&root) {
+        Ok(sdks) => sdks,
+        Err(why) => {
+            section(
+                "SDK excerpts (xtask/sdk)".into(),
+                vec![check("sdk excerpts", false, why)],
+            );
+            Vec::new()
+        }
+    };
     let dylib = arch_dir.join(DYLIB);
     match std::fs::read(&dylib) {
         Ok(data) => {
             let checks = match Facts::read(&data) {
                 Ok(facts) => {
                     let mut checks = checks::check_shim(&facts);
-                    checks.push(sdk::check_imports(&facts, &exports));
+                    checks.push(sdk::check_imports(&facts, &sdks));
                     checks
                 }
                 Err(error) => vec![check("format", false, error.to_string())],
@@ -358,7 +368,7 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         let checks = match Facts::read(&data) {
             Ok(facts) => {
                 let mut checks = checks::check_executable(&facts);
-                checks.push(sdk::check_imports(&facts, &exports));
+                checks.push(sdk::check_imports(&facts, &sdks));
                 checks
             }
             Err(error) => vec![check("format", false, error.to_string())],
@@ -370,10 +380,10 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 
     section(
         format!(
-            "link stubs (crates/*/stubs) against {}",
-            sdk::sdk_dir(&root).display()
+            "link stubs (crates/*/stubs) against the SDK excerpts in {}",
+            root.join("xtask/sdk").display()
         ),
-        sdk::check_stubs(&root),
+        sdk::check_stubs(&root, &sdks),
     );
     section(format!("{}", out.join(SUMS).display()), check_sums(out)?);
     Ok(failures)
