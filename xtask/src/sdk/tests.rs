@@ -226,3 +226,31 @@ fn umbrella_names_are_the_short_library_names() {
     assert_eq!(umbrella_name(LIBOBJC), "objc");
     assert_eq!(umbrella_name(METAL), "Metal");
 }
+
+/// The hand-written libobjc link stubs name, in their header, the SDK versions their symbols
+/// were verified against: those of [`CHECKED`].
+#[test]
+fn the_libobjc_link_stubs_name_the_sdks_they_were_verified_against() {
+    for stub in [
+        "crates/shim/stubs/libobjc.tbd",
+        "crates/cli/stubs/libobjc.tbd",
+    ] {
+        let text = std::fs::read_to_string(root().join(stub)).unwrap();
+        let header: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let named = header
+            .split("SDK versions verified against:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{stub}: no `SDK versions verified against:`"));
+        for (major, minor) in CHECKED {
+            assert!(named.contains(&format!("macOS {major}.{minor}")), "{stub}");
+            assert!(
+                named.contains(&format!("MacOSX{major}.{minor}.sdk")),
+                "{stub}"
+            );
+        }
+    }
+}
