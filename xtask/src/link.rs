@@ -12,12 +12,10 @@
 //!   wrapper runs the same `cargo-zigbuild zig cc` with `-target
 //!   aarch64-macos.<minimum>-none` instead ([`crate::checks::MINIMUM_MACOS`]).
 //!
-//! - zig names the code signature's identifier after rustc's file (`capshim-<hash>`) or the
-//!   install name (`libcapshim.dylib`), and records its bundled SDK's version (27.0) in
-//!   `LC_BUILD_VERSION`. After the link the wrapper writes [`identifier`] (`capshim`,
-//!   `libcapshim`, as `codesign -s -` names them) into the ad-hoc signature and the SDK
-//!   whose stubs the artifacts were checked against ([`crate::checks::SDK_VERSION`]), and
-//!   re-hashes the pages (`capshim_macho::patch`).
+//! - What zig cannot be told, the signature's identifier (zig, like ld64, names it after the
+//!   output file, cargo's `capshim-<hash>`) and the SDK version (zig records its own, 27.0),
+//!   is not fixed here: rustc re-signs the linked file after this wrapper returns (its
+//!   debug-info strip), so dist sets both on the copy it writes (`crate::dist`'s `finish`).
 //!
 //! `cargo xtask dist` points rustc at this executable with `-C linker=` and sets
 //! [`ENV_TARGET`] to the Rust target triple.
@@ -35,8 +33,8 @@ pub const ENV_TARGET: &str = "CAPSHIM_XTASK_LINK_TARGET";
 
 /// Prefix of the link argument that carries the zig target (`-C link-arg=<prefix><target>`),
 /// removed before zig sees the arguments. Passing it on rustc's command line puts it in
-/// cargo's fingerprint: a new minimum macOS or a new wrapper version (the `v4`) relinks.
-pub const ARG_PREFIX: &str = "--xtask-link-v4=";
+/// cargo's fingerprint: a new minimum macOS or a new wrapper version (the `v5`) relinks.
+pub const ARG_PREFIX: &str = "--xtask-link-v5=";
 
 /// The `-C link-arg=` value that selects `zig_target` (see [`ARG_PREFIX`]).
 pub fn link_arg(rust_target: &str) -> anyhow::Result<String> {
@@ -102,9 +100,6 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let output =
-        output_path(&args).context("no `-o OUTPUT` among the linker arguments rustc passed")?;
-
     // The arguments cargo-zigbuild's wrapper script gives `zig cc`, with a versioned target.
     let status = Command::new("cargo-zigbuild")
         .args([
@@ -124,56 +119,10 @@ fn run(target: &str, mut args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let _ = std::fs::remove_file(path);
     }
     let status = status?;
-    match status.code() {
-        Some(0) => finish(&output).map(|()| ExitCode::SUCCESS),
-        Some(code) => Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),
-        None => Ok(ExitCode::from(1)),
-    }
-}
-
-/// Writes the SDK version and the signature's identifier into the linked file and
-/// re-hashes its pages.
-fn finish(output: &Path) -> anyhow::Result<()> {
-    let mut data =
-        std::fs::read(output).with_context(|| format!("cannot read {}", output.display()))?;
-    let (major, minor) = crate::checks::SDK_VERSION;
-    let patched = capshim_macho::patch::set_sdk_version(&mut data, major << 16 | minor << 8)
-        .and_then(|()| capshim_macho::patch::set_identifier(&mut data, &identifier(output)));
-    patched.map_err(|why| anyhow::anyhow!("cannot finish {}: {why}", output.display()))?;
-    std::fs::write(output, &data).with_context(|| format!("cannot write {}", output.display()))
-}
-
-/// The code-signing identifier for an output file: its name without `.dylib` and without
-/// the `-<16 hex digits>` rustc appends in `deps/` (`capshim-0123456789abcdef` gives
-/// `capshim`, `libcapshim.dylib` gives `libcapshim`).
-pub fn identifier(output: &Path) -> String {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = name.strip_suffix(".dylib").unwrap_or(&name);
-    match name.rsplit_once('-') {
-        Some((stem, hash))
-            if hash.len() == 16
-                && hash.bytes().all(|b| b.is_ascii_hexdigit())
-                && !stem.is_empty() =>
-        {
-            stem.to_string()
-        }
-        _ => name.to_string(),
-    }
-}
-
-fn output_index(args: &[OsString]) -> Option<usize> {
-    args.iter()
-        .position(|a| a == "-o")
-        .map(|i| i + 1)
-        .filter(|&i| i < args.len())
-}
-
-/// The path after `-o`.
-fn output_path(args: &[OsString]) -> Option<PathBuf> {
-    output_index(args).map(|i| PathBuf::from(&args[i]))
+    Ok(match status.code() {
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
 }
 
 /// zig's name for a Rust Apple target, with the minimum macOS: `aarch64-macos.11.0-none`.
@@ -211,31 +160,6 @@ mod tests {
             "aarch64-macos.11.0-none"
         );
         assert!(zig_target("x86_64-unknown-linux-gnu").is_err());
-    }
-
-    #[test]
-    fn identifiers_are_the_artifacts_names() {
-        assert_eq!(
-            identifier(Path::new("/t/deps/capshim-0123456789abcdef")),
-            "capshim"
-        );
-        assert_eq!(
-            identifier(Path::new("/t/deps/libcapshim.dylib")),
-            "libcapshim"
-        );
-        assert_eq!(identifier(Path::new("/t/deps/capshim-cli")), "capshim-cli");
-        assert_eq!(
-            identifier(Path::new("/t/deps/x-0123456789abcdeg")),
-            "x-0123456789abcdeg"
-        );
-        let args: Vec<OsString> = ["a.o", "-o", "/t/deps/capshim-0123456789abcdef", "-lc"]
-            .map(OsString::from)
-            .to_vec();
-        assert_eq!(
-            output_path(&args),
-            Some(PathBuf::from("/t/deps/capshim-0123456789abcdef"))
-        );
-        assert_eq!(output_path(&[OsString::from("-o")]), None);
     }
 
     #[test]

@@ -10,10 +10,13 @@
 //!   runtime, entitlements) and [`CodeDirectory`] (how it was signed, page hashes checked).
 //! - [`read_export_trie`] ([`exports`]): the names an image exports.
 //! - [`hide_unlisted`] ([`symbols`]): applies an export list to an object file.
-//! - [`patch`]: sets the SDK version of a linked ad-hoc signed file and re-hashes its pages.
-//! - `testdata` (feature `testdata`): small hand-made Mach-O files for tests.
+//! - [`patch`]: sets the SDK version and the signature's identifier of a linked ad-hoc signed
+//!   file, its page hashes kept valid.
+//! - `testdata` (feature `testdata`): small hand-made Mach-O files and two linked ones
+//!   (`fixtures/`) for tests.
 //!
-//! Pure Rust and no `unsafe`: every rule is tested on any platform with hand-made files.
+//! Pure Rust and no `unsafe`: every rule is tested on any platform with hand-made files and
+//! two small linked ones.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

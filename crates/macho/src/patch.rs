@@ -1,8 +1,13 @@
 //! Changing a linked, ad-hoc signed thin 64-bit Mach-O in place, for `cargo xtask dist`:
-//! [`set_sdk_version`] writes the SDK version of `LC_BUILD_VERSION` (zig records its own
-//! bundled SDK's, 27.0) and then [`rehash_pages`] brings the code signature's page hashes up
-//! to date. An ad-hoc signature has no certificate and nothing else refers to its
-//! CodeDirectory, so updated page hashes make it valid again.
+//!
+//! - [`set_sdk_version`] writes the SDK version of `LC_BUILD_VERSION` (zig records its own
+//!   bundled SDK's, 27.0) and then [`rehash_pages`] brings the code signature's page hashes up
+//!   to date;
+//! - [`set_identifier`] replaces the signature's identifier (linkers name it after the output
+//!   file, e.g. cargo's `capshim-<hash>`), which no page hash covers.
+//!
+//! An ad-hoc signature has no certificate and nothing else refers to its CodeDirectory, so a
+//! CodeDirectory whose page hashes match the file is a valid signature again.
 
 use object::macho;
 use sha2::{Digest, Sha256};
@@ -73,26 +78,53 @@ pub fn set_sdk_version(data: &mut [u8], sdk: u32) -> Result<(), String> {
     rehash_pages(data)
 }
 
-/// Replaces the CodeDirectory's identifier with `identifier`, which may not be longer than
-/// the one there (the rest is filled with NULs, so nothing moves). The identifier is not
-/// part of the hashed pages.
+/// Replaces the CodeDirectory's identifier with `identifier`, in the room the signer left
+/// for it: from the identifier's offset to the next thing the CodeDirectory holds there (the
+/// hashes, or a team identifier), less the terminating NUL. The rest of that room is filled
+/// with NULs, so nothing moves. The identifier is not part of the hashed pages: the page
+/// hashes stay valid.
 ///
 /// # Errors
-/// When there is no ad-hoc CodeDirectory or the new identifier is longer.
+/// When there is no ad-hoc CodeDirectory, or `identifier` is empty, holds a NUL or does not
+/// fit (the file is then left as it was).
 pub fn set_identifier(data: &mut [u8], identifier: &str) -> Result<(), String> {
     let directory = code_directory(data)?;
-    let ident_at =
-        directory + be32(data, directory + 20).ok_or("truncated code directory")? as usize;
-    let old_len = data
-        .get(ident_at..)
-        .and_then(|rest| rest.iter().position(|&b| b == 0))
-        .ok_or("the identifier is not terminated")?;
-    if identifier.len() > old_len || identifier.as_bytes().contains(&0) {
+    let field = |at: usize| {
+        be32(data, directory + at)
+            .map(|value| value as usize)
+            .ok_or("truncated code directory")
+    };
+    let version = field(8)?;
+    let hash_offset = field(16)?;
+    let ident_offset = field(20)?;
+    let special_slots = field(24)?;
+    let hash_size = usize::from(*data.get(directory + 36).ok_or("truncated code directory")?);
+    let mut end = hash_offset
+        .checked_sub(special_slots * hash_size)
+        .ok_or("the code directory's hashes start before its header ends")?;
+    // scatterOffset (version 0x20100 on) and teamOffset (0x20200 on) may follow the identifier.
+    for (since, at) in [(0x2_0100, 44), (0x2_0200, 48)] {
+        if version >= since {
+            let offset = field(at)?;
+            if offset > ident_offset {
+                end = end.min(offset);
+            }
+        }
+    }
+    let room = end.saturating_sub(ident_offset);
+    if identifier.is_empty() || identifier.as_bytes().contains(&0) {
+        return Err(format!("{identifier:?} is not a signing identifier"));
+    }
+    if identifier.len() >= room {
         return Err(format!(
-            "identifier {identifier:?} does not fit in the {old_len} bytes of the linker's"
+            "identifier {identifier:?} ({} bytes) does not fit in the {} bytes the signer left",
+            identifier.len(),
+            room.saturating_sub(1)
         ));
     }
-    let field = &mut data[ident_at..ident_at + old_len];
+    let field = data
+        .get_mut(directory + ident_offset..directory + end)
+        .ok_or("the identifier lies outside the file")?;
     field.fill(0);
     field[..identifier.len()].copy_from_slice(identifier.as_bytes());
     Ok(())
@@ -165,6 +197,11 @@ pub fn rehash_pages(data: &mut [u8]) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::Facts;
+    use crate::testdata::{LINKED_DYLIB, LINKED_EXECUTABLE};
+
+    fn signature(data: &[u8]) -> crate::CodeDirectory {
+        Facts::read(data).unwrap().signature.unwrap()
+    }
 
     #[test]
     fn files_without_what_is_patched_are_refused() {
@@ -180,48 +217,86 @@ mod tests {
                 .unwrap_err()
                 .contains("LC_CODE_SIGNATURE")
         );
+        assert!(
+            set_identifier(&mut data, "x")
+                .unwrap_err()
+                .contains("LC_CODE_SIGNATURE")
+        );
         assert_eq!(data, bare, "nothing changed");
         assert!(rehash_pages(&mut b"not a mach-o".to_vec()).is_err());
     }
 
-    /// With the dylib of the last `cargo xtask dist` (skipped when there is none): the SDK
-    /// version changes, and the page hashes match again only after re-hashing.
+    /// What dist does to the CLI, on linker output shaped like it: the SDK version and the
+    /// identifier change, and every page hash matches again.
     #[test]
-    fn a_real_linker_signed_dylib_stays_validly_signed() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../dist/aarch64-apple-darwin/libcapshim.dylib");
-        let Ok(original) = std::fs::read(&path) else {
-            eprintln!(
-                "{} is absent (run `cargo xtask dist`); skipped",
-                path.display()
-            );
-            return;
-        };
-        let mut data = original.clone();
+    fn a_linked_executable_stays_validly_signed() {
+        let before = signature(LINKED_EXECUTABLE);
+        assert_eq!(before.identifier, "capshim-0123456789abcdef");
+        assert!(before.ad_hoc && before.linker_signed);
+        assert_eq!(before.pages_verified, Ok(()));
+        let facts = Facts::read(LINKED_EXECUTABLE).unwrap();
+        assert_eq!(
+            facts.build_version.unwrap().2,
+            0x001b_0000,
+            "zig's SDK 27.0"
+        );
+
+        let mut data = LINKED_EXECUTABLE.to_vec();
         set_sdk_version(&mut data, 0x000b_0300).unwrap();
-        set_identifier(&mut data, "libx").unwrap();
+        set_identifier(&mut data, "capshim").unwrap();
+        assert_eq!(data.len(), LINKED_EXECUTABLE.len());
         let facts = Facts::read(&data).unwrap();
         assert_eq!(facts.build_version.unwrap().2, 0x000b_0300);
-        let signature = facts.signature.unwrap();
-        assert_eq!(signature.pages_verified, Ok(()));
-        assert_eq!(signature.identifier, "libx");
+        let after = facts.signature.unwrap();
+        assert_eq!(after.identifier, "capshim");
+        assert_eq!(after.pages_verified, Ok(()));
+        assert_eq!(after.pages, before.pages);
+    }
+
+    #[test]
+    fn the_identifier_is_not_in_the_page_hashes() {
+        let mut data = LINKED_DYLIB.to_vec();
+        set_identifier(&mut data, "libx").unwrap();
+        let after = signature(&data);
+        assert_eq!(after.identifier, "libx");
+        assert_eq!(after.pages_verified, Ok(()));
+        // Back to a longer one: the room is the signer's, not the last identifier's.
+        set_identifier(&mut data, "libcapshim.dylib").unwrap();
+        assert_eq!(data, LINKED_DYLIB, "the same bytes as linked");
+    }
+
+    #[test]
+    fn identifiers_that_do_not_fit_are_refused_and_change_nothing() {
+        let mut data = LINKED_EXECUTABLE.to_vec();
         let long = "x".repeat(200);
-        assert!(
-            set_identifier(&mut data, &long)
-                .unwrap_err()
-                .contains("does not fit")
-        );
-        // The same change without re-hashing is caught.
-        let at = layout(&original).unwrap().sdk_at.unwrap();
-        let mut unsigned = original.clone();
-        unsigned[at..at + 4].copy_from_slice(&0x000b_0400u32.to_le_bytes());
-        assert!(
-            Facts::read(&unsigned)
-                .unwrap()
-                .signature
-                .unwrap()
-                .pages_verified
-                .is_err()
-        );
+        let error = set_identifier(&mut data, &long).unwrap_err();
+        assert!(error.contains("does not fit"), "{error}");
+        assert!(set_identifier(&mut data, "").is_err());
+        assert!(set_identifier(&mut data, "a\0b").is_err());
+        assert_eq!(data, LINKED_EXECUTABLE);
+    }
+
+    #[test]
+    fn signatures_that_are_not_ad_hoc_are_refused() {
+        let mut data = LINKED_DYLIB.to_vec();
+        let (offset, _) = layout(&data).unwrap().signature.unwrap();
+        let directory = code_directory(&data).unwrap();
+        assert!(directory > offset);
+        let flags = be32(&data, directory + 12).unwrap() & !CS_ADHOC;
+        data[directory + 12..directory + 16].copy_from_slice(&flags.to_be_bytes());
+        let error = set_identifier(&mut data, "x").unwrap_err();
+        assert!(error.contains("not ad hoc"), "{error}");
+        assert!(rehash_pages(&mut data).unwrap_err().contains("not ad hoc"));
+    }
+
+    /// The same SDK change without re-hashing is caught by the page hashes.
+    #[test]
+    fn an_sdk_change_without_rehashing_is_caught() {
+        let at = layout(LINKED_DYLIB).unwrap().sdk_at.unwrap();
+        let mut unsigned = LINKED_DYLIB.to_vec();
+        unsigned[at..at + 4].copy_from_slice(&0x000b_0300u32.to_le_bytes());
+        assert!(signature(&unsigned).pages_verified.is_err());
+        rehash_pages(&mut unsigned).unwrap();
+        assert_eq!(signature(&unsigned).pages_verified, Ok(()));
     }
 }

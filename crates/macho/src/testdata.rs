@@ -1,6 +1,24 @@
-//! Small hand-made Mach-O files for tests, here and in crates that use this one (feature
-//! `testdata`): little-endian 64-bit headers, big-endian signature blobs and fat headers, as
-//! on disk.
+//! Mach-O files for tests, here and in crates that use this one (feature `testdata`):
+//!
+//! - small hand-made ones: little-endian 64-bit headers, big-endian signature blobs and fat
+//!   headers, as on disk;
+//! - [`LINKED_DYLIB`] and [`LINKED_EXECUTABLE`]: real linker output, shaped like the two
+//!   artifacts of `cargo xtask dist` as cargo leaves them (`fixtures/README.md`).
+
+/// A dylib linked by zig and stripped by llvm-objcopy the way libcapshim.dylib is before
+/// `cargo xtask dist` copies it (`fixtures/libcapshim.dylib`, from `fixtures/shim.c` by
+/// `fixtures/make.sh`): arm64, install name `@rpath/libcapshim.dylib`, an initializer,
+/// linker-signed ad hoc with identifier `libcapshim.dylib`, LC_BUILD_VERSION minimum macOS
+/// 11.0 and zig's SDK 27.0, imports `_objc_lookUpClass` (libobjc) and `_getpid`,
+/// `dyld_stub_binder` (libSystem).
+pub const LINKED_DYLIB: &[u8] = include_bytes!("../fixtures/libcapshim.dylib");
+
+/// An executable made like [`LINKED_DYLIB`], the way the `capshim` CLI is before dist copies
+/// it (`fixtures/capshim`, from `fixtures/cli.c`): linked as `capshim-0123456789abcdef`, so
+/// signed with that identifier; loads CoreGraphics, Metal, libSystem and libobjc; imports
+/// `_MTLCreateSystemDefaultDevice` (Metal), `_objc_msgSend`, `_sel_getName`,
+/// `_sel_registerName` (libobjc) and `_strlen`, `_write`, `dyld_stub_binder` (libSystem).
+pub const LINKED_EXECUTABLE: &[u8] = include_bytes!("../fixtures/capshim");
 
 /// An XML entitlements plist with each key set to true.
 pub fn entitlements(keys: &[&str]) -> String {

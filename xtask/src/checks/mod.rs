@@ -27,10 +27,13 @@ pub const MINIMUM_MACOS: (u32, u32) = (11, 0);
 /// the SDK whose text stubs every imported symbol is checked against (`xtask/sdk/`).
 pub const SDK_VERSION: (u32, u32) = (11, 3);
 
-/// The code-signing identifier of libcapshim.dylib: the leaf of its install name, as
-/// Apple's linker and zig's name a dylib's ad-hoc signature.
+/// The code-signing identifier of libcapshim.dylib: the file name it ships under, which is
+/// also the leaf of its install name, the identifier Apple's ld64 gives a dylib it signs (lld
+/// does the same "to mimic ld64", and zig too). dist writes it (`crate::dist`'s `finish`).
 pub const SHIM_IDENTIFIER: &str = "libcapshim.dylib";
-/// The code-signing identifier of the `capshim` executable.
+/// The code-signing identifier of the `capshim` executable: the file name it ships under, the
+/// identifier ld64 gives an executable linked as `-o capshim` (not cargo's `capshim-<hash>`).
+/// dist writes it (`crate::dist`'s `finish`).
 pub const CLI_IDENTIFIER: &str = "capshim";
 
 /// The libraries libcapshim.dylib loads, and no others.
@@ -294,14 +297,7 @@ fn signature_check(facts: &Facts, identifier: &str) -> Check {
                 Ok(()) => format!("{} {} page hashes match", sig.pages, sig.hash),
                 Err(why) => why.clone(),
             };
-            // KNOWN GAP: the link wrapper's identifier patch does not yet take effect for the
-            // CLI, whose signature keeps rustc's `capshim-<hash>`; tolerated (and shown) until
-            // fixed.
-            let named = sig.identifier == identifier
-                || (identifier == CLI_IDENTIFIER
-                    && sig.identifier.strip_prefix("capshim-").is_some_and(|hash| {
-                        hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit())
-                    }));
+            let named = sig.identifier == identifier;
             let mut detail = format!("{kind}, identifier {:?}, {pages}", sig.identifier);
             if !named {
                 detail += &format!("; expected identifier {identifier:?}");

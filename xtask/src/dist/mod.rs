@@ -16,28 +16,34 @@
 //!      `-dead_strip_dylibs`; the CLI's sets `-dead_strip_dylibs` and links CoreGraphics
 //!      and Foundation as needed frameworks (no libiconv or libcharset).
 //!    - `SDKROOT` points at the stub SDK in `xtask/sdk/` (`crate::sdk`), not Xcode's.
-//! 3. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
+//! 3. Each built file is copied into `dist/<target>/` through [`finish`]: its signature gets
+//!    the identifier it ships under and `LC_BUILD_VERSION` the SDK version its imports are
+//!    checked against, page hashes recomputed. (Not at link time: rustc re-signs the file
+//!    after the link; see [`finish`].)
+//! 4. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
 //!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
-//! 4. `dist/SHA256SUMS` (`sha256sum -c` format, paths relative to `dist/`), then the checks
-//!    of `crate::checks` on every artifact, its imports and the crates' link stubs against
-//!    the SDK excerpts (`crate::sdk`), and the sums. `--verify-only` runs just these.
+//! 5. `dist/SHA256SUMS` ([`sums`]), then the checks of `crate::checks` on every artifact, its
+//!    imports and the crates' link stubs against the SDK excerpts (`crate::sdk`), and the
+//!    sums. `--verify-only` runs just these.
+
+mod finish;
+mod sums;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
 
 use capshim_macho::Facts;
 
 use crate::{checks, link, sdk};
+use sums::{SUMS, check_sums, write_sums};
 
 /// The macOS target the artifacts are built for.
 pub const TARGET: &str = "aarch64-apple-darwin";
 const DYLIB: &str = "libcapshim.dylib";
 const CLI: &str = "capshim";
-const SUMS: &str = "SHA256SUMS";
 
 /// Options of `cargo xtask dist`.
 #[derive(Debug, clap::Args)]
@@ -70,14 +76,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create {}", arch_dir.display()))?;
 
         build(&root, &SHIM)?;
-        install(&built.join(DYLIB), &arch_dir.join(DYLIB))?;
+        install(
+            &built.join(DYLIB),
+            &arch_dir.join(DYLIB),
+            checks::SHIM_IDENTIFIER,
+        )?;
 
         let cli_dest = arch_dir.join(CLI);
         if args.no_cli {
             remove_stale(&cli_dest, "--no-cli")?;
         } else {
             match build(&root, &CAPSHIM_CLI) {
-                Ok(()) => install(&built.join(CLI), &cli_dest)?,
+                Ok(()) => install(&built.join(CLI), &cli_dest, checks::CLI_IDENTIFIER)?,
                 Err(error) => {
                     remove_stale(&cli_dest, "its build failed")?;
                     cli_failure = Some(error);
@@ -263,22 +273,28 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Copies a build output into dist (through a temporary file), saying what changed.
-fn install(from: &Path, to: &Path) -> anyhow::Result<()> {
-    let data = std::fs::read(from)
+/// Copies a build output into dist through [`finish`] and a temporary file, with the build
+/// output's permissions, saying what changed.
+fn install(from: &Path, to: &Path, identifier: &str) -> anyhow::Result<()> {
+    let mut data = std::fs::read(from)
         .with_context(|| format!("cannot read build output {}", from.display()))?;
+    finish::finish(&mut data, identifier)
+        .with_context(|| format!("cannot finish build output {}", from.display()))?;
+    let permissions = std::fs::metadata(from)?.permissions();
     let previous = std::fs::read(to).ok();
     let partial = to.with_extension("partial");
-    std::fs::copy(from, &partial)
-        .with_context(|| format!("cannot copy {} to {}", from.display(), partial.display()))?;
+    std::fs::write(&partial, &data)
+        .and_then(|()| std::fs::set_permissions(&partial, permissions))
+        .with_context(|| format!("cannot write {}", partial.display()))?;
     std::fs::rename(&partial, to).with_context(|| format!("cannot write {}", to.display()))?;
     let what = match previous {
         None => "new",
         Some(old) if old == data => "unchanged",
         Some(_) => "replaced a different previous build",
     };
+    let (major, minor) = checks::SDK_VERSION;
     eprintln!(
-        "dist: wrote {} ({} bytes, {what})",
+        "dist: wrote {} ({} bytes, {what}; signed as {identifier:?}, SDK {major}.{minor})",
         to.display(),
         data.len()
     );
@@ -292,119 +308,6 @@ fn remove_stale(path: &Path, why: &str) -> anyhow::Result<()> {
         eprintln!("dist: removed the previous {} ({why})", path.display());
     }
     Ok(())
-}
-
-/// Every regular file under `dir` except `SHA256SUMS`, as sorted `/`-separated relative paths.
-fn artifact_paths(dir: &Path) -> anyhow::Result<Vec<String>> {
-    fn walk(base: &Path, dir: &Path, found: &mut Vec<String>) -> anyhow::Result<()> {
-        for entry in
-            std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?
-        {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(base, &path, found)?;
-            } else if path.is_file() {
-                let relative = path.strip_prefix(base)?;
-                let parts: Vec<String> = relative
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                let name = parts.join("/");
-                if name != SUMS {
-                    found.push(name);
-                }
-            }
-        }
-        Ok(())
-    }
-    let mut found = Vec::new();
-    walk(dir, dir, &mut found)?;
-    found.sort();
-    Ok(found)
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Writes `SHA256SUMS` for every artifact under `out`, in `sha256sum -c` format.
-fn write_sums(out: &Path) -> anyhow::Result<()> {
-    let mut text = String::new();
-    for name in artifact_paths(out)? {
-        let data = std::fs::read(out.join(&name))?;
-        text += &format!("{}  {name}\n", sha256_hex(&data));
-    }
-    let path = out.join(SUMS);
-    std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!(
-        "dist: wrote {} ({} file(s))",
-        path.display(),
-        text.lines().count()
-    );
-    Ok(())
-}
-
-/// Checks `SHA256SUMS` against the files: every line matches, every artifact is listed.
-pub fn check_sums(out: &Path) -> anyhow::Result<Vec<checks::Check>> {
-    let path = out.join(SUMS);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) => {
-            return Ok(vec![check(
-                "sums",
-                false,
-                format!("cannot read {}: {error}", path.display()),
-            )]);
-        }
-    };
-    let mut checks = Vec::new();
-    let mut listed = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let parsed = line
-            .split_once("  ")
-            .or_else(|| line.split_once(" *"))
-            .filter(|(hex, _)| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-        let Some((expected, name)) = parsed else {
-            checks.push(check(
-                "sums",
-                false,
-                format!("{SUMS} line {}: not `<sha256>  <path>`", number + 1),
-            ));
-            continue;
-        };
-        listed.push(name.to_owned());
-        match std::fs::read(out.join(name)) {
-            Ok(data) if sha256_hex(&data) == expected.to_ascii_lowercase() => {
-                checks.push(check("sha256", true, format!("{name}: {expected}")));
-            }
-            Ok(_) => checks.push(check(
-                "sha256",
-                false,
-                format!("{name}: content does not match {SUMS}"),
-            )),
-            Err(error) => checks.push(check("sha256", false, format!("{name}: {error}"))),
-        }
-    }
-    for name in artifact_paths(out)? {
-        if !listed.contains(&name) {
-            checks.push(check(
-                "sha256",
-                false,
-                format!("{name}: not listed in {SUMS}"),
-            ));
-        }
-    }
-    if !listed.iter().any(|n| n == &format!("{TARGET}/{DYLIB}")) {
-        checks.push(check(
-            "sha256",
-            false,
-            format!("{TARGET}/{DYLIB} is not listed in {SUMS}"),
-        ));
-    }
-    Ok(checks)
 }
 
 fn check(name: &'static str, ok: bool, detail: String) -> checks::Check {
@@ -423,14 +326,24 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         failures += checks.iter().filter(|c| !c.ok).count();
     };
 
-    let (root, exports) = (workspace_root()?, sdk::sdk_exports(&workspace_root()?));
+    let root = workspace_root()?;
+    let sdks = match sdk::read_sdks(&root) {
+        Ok(sdks) => sdks,
+        Err(why) => {
+            section(
+                "SDK excerpts (xtask/sdk)".into(),
+                vec![check("sdk excerpts", false, why)],
+            );
+            Vec::new()
+        }
+    };
     let dylib = arch_dir.join(DYLIB);
     match std::fs::read(&dylib) {
         Ok(data) => {
             let checks = match Facts::read(&data) {
                 Ok(facts) => {
                     let mut checks = checks::check_shim(&facts);
-                    checks.push(sdk::check_imports(&facts, &exports));
+                    checks.push(sdk::check_imports(&facts, &sdks));
                     checks
                 }
                 Err(error) => vec![check("format", false, error.to_string())],
@@ -455,7 +368,7 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
         let checks = match Facts::read(&data) {
             Ok(facts) => {
                 let mut checks = checks::check_executable(&facts);
-                checks.push(sdk::check_imports(&facts, &exports));
+                checks.push(sdk::check_imports(&facts, &sdks));
                 checks
             }
             Err(error) => vec![check("format", false, error.to_string())],
@@ -467,10 +380,10 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 
     section(
         format!(
-            "link stubs (crates/*/stubs) against {}",
-            sdk::sdk_dir(&root).display()
+            "link stubs (crates/*/stubs) against the SDK excerpts in {}",
+            root.join("xtask/sdk").display()
         ),
-        sdk::check_stubs(&root),
+        sdk::check_stubs(&root, &sdks),
     );
     section(format!("{}", out.join(SUMS).display()), check_sums(out)?);
     Ok(failures)
@@ -479,42 +392,6 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-dist-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join(TARGET)).unwrap();
-        dir
-    }
-
-    #[test]
-    fn sums_round_trip_and_catch_changes() {
-        let dir = scratch("sums");
-        std::fs::write(dir.join(TARGET).join(DYLIB), b"dylib bytes").unwrap();
-        std::fs::write(dir.join(TARGET).join(CLI), b"cli bytes").unwrap();
-        write_sums(&dir).unwrap();
-        let text = std::fs::read_to_string(dir.join(SUMS)).unwrap();
-        assert_eq!(
-            text,
-            format!(
-                "{}  {TARGET}/{CLI}\n{}  {TARGET}/{DYLIB}\n",
-                sha256_hex(b"cli bytes"),
-                sha256_hex(b"dylib bytes")
-            )
-        );
-        assert!(check_sums(&dir).unwrap().iter().all(|c| c.ok));
-
-        // Changed content, an unlisted file, a missing file: each fails.
-        std::fs::write(dir.join(TARGET).join(CLI), b"other").unwrap();
-        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
-        write_sums(&dir).unwrap();
-        std::fs::write(dir.join(TARGET).join("extra"), b"x").unwrap();
-        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
-        std::fs::remove_file(dir.join(TARGET).join("extra")).unwrap();
-        std::fs::remove_file(dir.join(TARGET).join(CLI)).unwrap();
-        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn stub_folders_of_the_workspace() {
@@ -580,21 +457,5 @@ mod tests {
         listed.sort();
         assert!(!imported.is_empty());
         assert_eq!(listed, imported, "update crates/shim/stubs/libobjc.tbd");
-    }
-
-    #[test]
-    fn sha256_of_empty_input() {
-        assert_eq!(
-            sha256_hex(b""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-    }
-
-    #[test]
-    fn missing_sums_file_fails() {
-        let dir = scratch("nosums");
-        let checks = check_sums(&dir).unwrap();
-        assert!(checks.iter().all(|c| !c.ok) && !checks.is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
