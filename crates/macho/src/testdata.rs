@@ -172,3 +172,34 @@ pub fn universal(slices: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
     }
     out
 }
+
+/// A thin 64-bit arm64/x86_64 Mach-O dylib whose `__DATA,__capshim` section holds `record`
+/// (e.g. `capshim-version 0.1.0`), as libcapshim carries its version record.
+pub fn with_version_record(cputype: u32, cpusubtype: u32, record: &str) -> Vec<u8> {
+    let sizeofcmds = 152u32;
+    let data_at = 32 + sizeofcmds;
+    let mut out = Vec::new();
+    for word in [0xfeed_facfu32, cputype, cpusubtype, 6, 1, sizeofcmds, 0, 0] {
+        out.extend(word.to_le_bytes()); // MH_DYLIB, one load command
+    }
+    out.extend(0x19u32.to_le_bytes()); // LC_SEGMENT_64
+    out.extend(sizeofcmds.to_le_bytes());
+    out.extend(name16("__DATA"));
+    for word in [
+        0u64,
+        record.len() as u64,
+        u64::from(data_at),
+        record.len() as u64,
+    ] {
+        out.extend(word.to_le_bytes()); // vmaddr, vmsize, fileoff, filesize
+    }
+    out.extend([3u32, 3, 1, 0].iter().flat_map(|w| w.to_le_bytes())); // prot, nsects, flags
+    out.extend(name16("__capshim"));
+    out.extend(name16("__DATA"));
+    out.extend(0u64.to_le_bytes()); // addr
+    out.extend((record.len() as u64).to_le_bytes()); // size
+    out.extend(data_at.to_le_bytes()); // offset
+    out.extend([0u8; 28]); // align .. reserved3
+    out.extend(record.as_bytes());
+    out
+}
