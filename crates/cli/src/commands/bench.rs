@@ -12,7 +12,6 @@ use crate::bench::runner;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, dylib, preflight};
 use crate::llama::read_bench_file;
-use crate::platform::ThisMachine;
 use crate::platform::facts;
 use crate::profile::{ChipMatch, chip};
 use capshim_profile::named::{self, Lookup};
@@ -227,7 +226,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
         profile: None,
         role: Role::Stock,
     }];
-    let chip = chip::find(args.cpu_brand.as_deref(), &ThisMachine).map_err(|e| {
+    let chip = chip::find(args.cpu_brand.as_deref(), &facts::Real::default()).map_err(|e| {
         anyhow::anyhow!(
             "--cpu-brand: {}; give the host's brand, e.g. --cpu-brand \"Apple M1 Ultra (Virtual)\", or drop it",
             e.problem()
