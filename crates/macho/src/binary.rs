@@ -439,6 +439,22 @@ mod tests {
         assert_eq!(record_of(&inspect(&plain)), [None]);
         let other = with_version_record(macho::CPU_TYPE_ARM64, 0, "hello");
         assert_eq!(record_of(&inspect(&other)), [None]);
+        // With a code signature after the record, both are read.
+        let signed = dylib_with_record(
+            macho::CPU_TYPE_ARM64,
+            0,
+            Some("capshim-version 0.1.0"),
+            Some(SignatureSpec {
+                flags: 0x2,
+                ..SignatureSpec::default()
+            }),
+        );
+        let binary = inspect(&signed);
+        assert_eq!(record_of(&binary), [Some("0.1.0".to_string())]);
+        let Binary::Native { slices, .. } = &binary else {
+            panic!("{binary:?}")
+        };
+        assert!(slices[0].signature.is_some() && slices[0].shared_library);
     }
 
     #[test]

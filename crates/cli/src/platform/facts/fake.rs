@@ -8,11 +8,11 @@ use super::{SystemFacts, not_macos};
 use crate::device::DeviceReport;
 use crate::platform::sip::Sip;
 
-/// Facts a test chooses: every file or `sysctl` value it did not describe is
+/// Facts a test chooses: every file, `sysctl` value or user default it did not describe is
 /// missing, and there is no Metal device unless one is given.
 #[derive(Debug, Clone)]
 pub struct Fake {
-    /// `Some(os)`: a system that is not macOS (`sysctl` and Metal answer as
+    /// `Some(os)`: a system that is not macOS (`sysctl`, `defaults` and Metal answer as
     /// [`super::Real`] does there).
     pub not_macos: Option<&'static str>,
     /// What `sip()` answers.
@@ -23,6 +23,8 @@ pub struct Fake {
     pub files: Vec<(PathBuf, u32, Vec<u8>)>,
     /// (sysctl name, value).
     pub sysctls: Vec<(String, String)>,
+    /// (domain, key, value) of user defaults.
+    pub defaults: Vec<(String, String, String)>,
     /// The Metal device, or why there is none.
     pub device: Result<DeviceReport, String>,
 }
@@ -36,6 +38,7 @@ impl Fake {
             attributes: Vec::new(),
             files: Vec::new(),
             sysctls: Vec::new(),
+            defaults: Vec::new(),
             device: Err("MTLCreateSystemDefaultDevice returned no device".to_string()),
         }
     }
@@ -74,6 +77,13 @@ impl Fake {
     /// Sets a `sysctl` value.
     pub fn with_sysctl(mut self, name: &str, value: &str) -> Fake {
         self.sysctls.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets a user default.
+    pub fn with_default(mut self, domain: &str, key: &str, value: &str) -> Fake {
+        self.defaults
+            .push((domain.to_string(), key.to_string(), value.to_string()));
         self
     }
 
@@ -130,6 +140,17 @@ impl SystemFacts for Fake {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
             .ok_or_else(|| format!("unknown oid '{name}'"))
+    }
+
+    fn user_default(&self, domain: &str, key: &str) -> Result<Option<String>, String> {
+        if let Some(os) = self.not_macos {
+            return Err(not_macos(os, &format!("{domain} {key} default")));
+        }
+        Ok(self
+            .defaults
+            .iter()
+            .find(|(d, k, _)| d == domain && k == key)
+            .map(|(_, _, v)| v.clone()))
     }
 
     fn metal_device(&self) -> Result<DeviceReport, String> {

@@ -1,5 +1,5 @@
 //! The facts about this machine that capshim reads, through one trait: the real system
-//! ([`Real`]: runs `/usr/bin/csrutil` and `/usr/sbin/sysctl`, reads
+//! ([`Real`]: runs `/usr/bin/csrutil`, `/usr/sbin/sysctl` and `/usr/bin/defaults`, reads
 //! files and their extended attributes, asks Metal for its default device), or values a test
 //! sets ([`Fake`], tests only). Everything that depends on the machine takes a
 //! `&dyn SystemFacts`: choosing a profile (the CPU brand, the memory), the pre-flight checks
@@ -51,6 +51,12 @@ pub trait SystemFacts {
     /// A message naming the command and why it failed; off macOS, that this is not macOS.
     fn sysctl(&self, name: &str) -> Result<String, String>;
 
+    /// A user default (`defaults read DOMAIN KEY`), trimmed: `Ok(None)` when it is not set.
+    ///
+    /// # Errors
+    /// A message naming the command and why it failed; off macOS, that this is not macOS.
+    fn user_default(&self, domain: &str, key: &str) -> Result<Option<String>, String>;
+
     /// The default Metal device's answers, as `capshim probe` reads them (macOS).
     ///
     /// # Errors
@@ -94,6 +100,8 @@ pub struct Real {
 pub const CSRUTIL: &str = "/usr/bin/csrutil";
 /// Where macOS keeps `sysctl` (as [`CSRUTIL`]).
 pub const SYSCTL: &str = "/usr/sbin/sysctl";
+/// Where macOS keeps `defaults` (as [`CSRUTIL`]).
+pub const DEFAULTS: &str = "/usr/bin/defaults";
 
 /// Runs `program args` and returns its standard output, or a message naming the command.
 fn output_of(program: &str, args: &[&str]) -> Result<String, String> {
@@ -122,6 +130,38 @@ pub fn sysctl(name: &str) -> Result<String, String> {
         return Err(not_macos(std::env::consts::OS, name));
     }
     output_of(SYSCTL, &["-n", name]).map(|text| text.trim().to_string())
+}
+
+/// Reads a user default with `/usr/bin/defaults read DOMAIN KEY`, trimmed: `Ok(None)` when
+/// `defaults` says the pair does not exist.
+///
+/// # Errors
+/// A message naming the command and why it failed; off macOS, that this is not macOS.
+pub fn user_default(domain: &str, key: &str) -> Result<Option<String>, String> {
+    if !cfg!(target_os = "macos") {
+        return Err(not_macos(
+            std::env::consts::OS,
+            &format!("{domain} {key} default"),
+        ));
+    }
+    let output = Command::new(DEFAULTS)
+        .args(["read", domain, key])
+        .output()
+        .map_err(|e| format!("cannot run `{DEFAULTS} read {domain} {key}`: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        Ok(Some(
+            String::from_utf8_lossy(&output.stdout).trim().to_string(),
+        ))
+    } else if stderr.contains("does not exist") {
+        Ok(None)
+    } else {
+        Err(format!(
+            "`{DEFAULTS} read {domain} {key}` failed ({}): {}",
+            output.status,
+            stderr.trim()
+        ))
+    }
 }
 
 impl SystemFacts for Real {
@@ -156,6 +196,10 @@ impl SystemFacts for Real {
 
     fn sysctl(&self, name: &str) -> Result<String, String> {
         sysctl(name)
+    }
+
+    fn user_default(&self, domain: &str, key: &str) -> Result<Option<String>, String> {
+        user_default(domain, key)
     }
 
     #[cfg(target_os = "macos")]
@@ -244,6 +288,11 @@ mod tests {
         );
         assert!(real.physical_memory().unwrap_err().contains("hw.memsize"));
         assert!(real.metal_device().unwrap_err().contains("not macOS"));
+        assert!(
+            real.user_default("d", "k")
+                .unwrap_err()
+                .contains("not macOS")
+        );
     }
 
     #[test]
@@ -280,6 +329,9 @@ mod tests {
         assert!(fake.file_mode(Path::new("/elsewhere")).is_err());
         assert!(fake.sysctl("kern.osversion").is_err());
         assert!(fake.metal_device().is_err());
+        let fake = fake.with_default("d", "k", "1");
+        assert_eq!(fake.user_default("d", "k"), Ok(Some("1".to_string())));
+        assert_eq!(fake.user_default("d", "other"), Ok(None));
         let device = DeviceReport::new(
             Some("Apple Paravirtual device".into()),
             &capshim_profile::device::Answers::paravirtual_stock(),
