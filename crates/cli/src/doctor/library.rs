@@ -113,16 +113,19 @@ fn file_format(lib: &Library, path: &Path, g: &Gathered) -> Check {
     const ID: &str = "library.format";
     let binary = match &lib.binary {
         Some(Ok(binary)) => binary,
-        Some(Err(why)) => {
+        other => {
+            let why = match other {
+                Some(Err(why)) => why.clone(),
+                _ => "it was not read".to_string(),
+            };
             return Check::with(
                 ID,
                 Status::Fail,
                 format!("cannot read {}", path.display()),
-                why.clone(),
+                why,
                 "check the file's permissions, or pass another copy with --dylib",
             );
         }
-        None => unreachable!("a found library has been read"),
     };
     let arches = match dylib::check_binary(path, binary, g.os) {
         Ok(arches) => arches,
