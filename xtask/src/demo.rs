@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use capshim_profile::consumers::LlamaCpp;
+use capshim_profile::consumers::{Inputs, LlamaCpp};
 use capshim_profile::device::Answers;
 use capshim_profile::{GpuFamily, Profile, env};
 
@@ -78,8 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ] {
         row(label, &get(&stock.0, key), &get(&unlocked.0, key));
     }
-    let predicted = LlamaCpp::decide(&Answers::paravirtual_stock().with_profile(&profile), false);
-    let before = LlamaCpp::decide(&Answers::paravirtual_stock(), false);
+    let unlocked_answers = Answers::paravirtual_stock().with_profile(&profile);
+    let predicted = LlamaCpp::decide(&Inputs::new(&unlocked_answers), false);
+    let before = LlamaCpp::decide(&Inputs::new(&Answers::paravirtual_stock()), false);
     row(
         "ops sent to the CPU",
         &before.cpu_fallback_ops.len().to_string(),

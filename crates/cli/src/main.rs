@@ -10,6 +10,7 @@ mod commands;
 mod deploy;
 mod device;
 mod docgen;
+mod doctor;
 mod explain;
 mod export;
 mod format;

@@ -7,7 +7,9 @@ use predicates::prelude::*;
 
 #[test]
 fn every_command_documents_examples_and_exit_codes() {
-    for command in ["profiles", "explain", "run", "probe", "agent", "host"] {
+    for command in [
+        "profiles", "explain", "run", "probe", "agent", "host", "doctor",
+    ] {
         capshim()
             .args([command, "--help"])
             .assert()
@@ -126,6 +128,62 @@ fn explain_json_has_the_documented_keys() {
     assert_eq!(v["after"]["families"]["1008"], false);
     assert_eq!(v["consumers"]["llama.cpp"]["simdgroup_mm"], true);
     assert_eq!(v["consumers"]["mlx"]["residency_sets"], false);
+    // The chip's own family: its own tuning rows, bf16 emulated as on an M1.
+    assert_eq!(v["consumers"]["llama.cpp"]["tuning_family"], 7);
+    assert_eq!(v["consumers"]["metal"]["bf16_emulation"], true);
+    assert_eq!(v["consumers"]["whisper.cpp"]["metal"], true);
+    assert_eq!(v["consumers"]["pytorch"]["mps_device"], false);
+    assert_eq!(v["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn explain_apple9_64k_on_an_m1_warns_about_tuning_and_bf16() {
+    let out = capshim()
+        .args([
+            "explain",
+            "--json",
+            "--profile",
+            "apple9-64k",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["consumers"]["llama.cpp"]["tuning_family"], 9);
+    assert_eq!(v["consumers"]["metal"]["bf16_emulation"], false);
+    let warnings: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .contains("on the M1 it picks flash-attention vector tuning for the Apple9 rows")
+    );
+    assert!(warnings[1].contains("the M1 GPU (Apple7) has no native bfloat16"));
+    // The text says the same.
+    capshim()
+        .args([
+            "explain",
+            "--profile",
+            "apple9-64k",
+            "--cpu-brand",
+            "Apple M1 Ultra (Virtual)",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "GPU family (FA-vec tuning)       Apple5 -> Apple9",
+        ))
+        .stdout(predicate::str::contains(
+            "bf16 emulation                   true -> false",
+        ));
 }
 
 #[test]
@@ -498,4 +556,89 @@ fn host_is_read_as_native_and_cpu_brand_goes_with_any_profile() {
         .stdout(predicate::str::contains(
             "against the M1: claims Apple8 (1008) to Apple9 (1009), which the M1 GPU does not have",
         ));
+}
+
+/// Off macOS, doctor runs, skips what needs macOS, reads the real library's version record
+/// without loading it, and exits 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn doctor_runs_off_macos_and_reads_the_librarys_version() {
+    let shim = common::real_shim();
+    let out = capshim()
+        .args(["doctor", "--json", "--dylib"])
+        .arg(&shim)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["macos"], false);
+    assert_eq!(v["exit_code"], 0);
+    let check = |id: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .clone()
+    };
+    assert_eq!(check("library.found")["status"], "ok");
+    let version = check("library.version");
+    assert_eq!(version["status"], "ok", "{version}");
+    assert_eq!(
+        version["summary"],
+        format!(
+            "capshim {}, the same as this CLI",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    for id in [
+        "machine.macos",
+        "device.metal",
+        "sip",
+        "known.host-preference",
+    ] {
+        assert_eq!(check(id)["status"], "skip", "{id}");
+    }
+    capshim()
+        .args(["doctor", "--dylib"])
+        .arg(&shim)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("this is linux, not macOS"))
+        .stdout(predicate::str::contains("ok    library.version"));
+}
+
+/// A library without a version record, and a program that is not there: warnings off
+/// macOS (failures there), never a failing exit code.
+#[cfg(target_os = "linux")]
+#[test]
+fn doctor_off_macos_reports_what_would_fail_as_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    // The capshim executable is an ELF shared object (PIE), but not capshim's library.
+    let not_shim = dir.path().join("libcapshim.so");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("capshim"), &not_shim).unwrap();
+    let out = capshim()
+        .args(["doctor", "--json", "--dylib"])
+        .arg(&not_shim)
+        .args(["--", "no-such-program-capshim"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let status = |id: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("library.version").as_deref(), Some("warn"));
+    assert_eq!(status("program.found").as_deref(), Some("warn"));
+    assert_eq!(v["counts"]["fail"], 0);
 }

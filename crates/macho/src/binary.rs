@@ -32,6 +32,9 @@ pub struct Slice {
     /// restricted and ignores `DYLD_*` variables (dyld `hasRestrictedSegment`,
     /// `UnsafeHeader::isRestricted`).
     pub restrict_section: bool,
+    /// capshim's version record, when the file carries one (only libcapshim does): the
+    /// version of capshim that built it ([`crate::record`]).
+    pub version_record: Option<String>,
 }
 
 /// What a file is, as far as injection cares.
@@ -71,6 +74,7 @@ fn thin_slice<'data, Mach: MachHeader, R: ReadRef<'data>>(data: R, offset: u64) 
         shared_library: header.filetype(endian) == macho::MH_DYLIB,
         signature: Signature::read::<Mach, R>(header, endian, data, offset),
         restrict_section: has_restrict_section::<Mach, R>(header, endian, data, offset),
+        version_record: crate::record::macho_record::<Mach, R>(header, endian, data, offset),
     })
 }
 
@@ -129,6 +133,7 @@ fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Ve
                 shared_library: false,
                 signature: None,
                 restrict_section: false,
+                version_record: None,
             });
             // The fat table is what the loader matches on.
             slice.arch = Arch::from_macho(arch.cputype(), arch.cpusubtype());
@@ -184,6 +189,7 @@ fn elf<'data, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'data>>(d
             shared_library: header.e_type(endian) == object::elf::ET_DYN,
             signature: None,
             restrict_section: false,
+            version_record: crate::record::elf_record::<Elf, R>(header, endian, data),
         }],
     }
 }
@@ -400,5 +406,78 @@ mod tests {
         let sig = signed(CS_RUNTIME, Some(""));
         assert!(sig.hardened_runtime);
         assert_eq!(sig.team_id, None, "an empty team is no team");
+    }
+
+    /// Each slice's version record.
+    fn record_of(binary: &Binary) -> Vec<Option<String>> {
+        match binary {
+            Binary::Native { slices, .. } => {
+                slices.iter().map(|s| s.version_record.clone()).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mach_o_slices_carry_their_record() {
+        let thin = with_version_record(macho::CPU_TYPE_ARM64, 0, "capshim-version 0.1.0");
+        assert_eq!(record_of(&inspect(&thin)), [Some("0.1.0".to_string())]);
+        let fat = universal(&[
+            (
+                macho::CPU_TYPE_X86_64,
+                3,
+                with_version_record(macho::CPU_TYPE_X86_64, 3, "capshim-version 0.0.9"),
+            ),
+            (macho::CPU_TYPE_ARM64, 0, thin),
+        ]);
+        assert_eq!(
+            record_of(&inspect(&fat)),
+            [Some("0.0.9".to_string()), Some("0.1.0".to_string())]
+        );
+        // A library without the section, and one whose section holds something else.
+        let plain = macho(macho::CPU_TYPE_ARM64, 0, macho::MH_DYLIB, None);
+        assert_eq!(record_of(&inspect(&plain)), [None]);
+        let other = with_version_record(macho::CPU_TYPE_ARM64, 0, "hello");
+        assert_eq!(record_of(&inspect(&other)), [None]);
+        // With a code signature after the record, both are read.
+        let signed = dylib_with_record(
+            macho::CPU_TYPE_ARM64,
+            0,
+            Some("capshim-version 0.1.0"),
+            Some(SignatureSpec {
+                flags: 0x2,
+                ..SignatureSpec::default()
+            }),
+        );
+        let binary = inspect(&signed);
+        assert_eq!(record_of(&binary), [Some("0.1.0".to_string())]);
+        let Binary::Native { slices, .. } = &binary else {
+            panic!("{binary:?}")
+        };
+        assert!(slices[0].signature.is_some() && slices[0].shared_library);
+    }
+
+    #[test]
+    fn elf_files_carry_their_record() {
+        use object::write::{Object, StandardSection};
+        use object::{Architecture, BinaryFormat, Endianness, SectionKind};
+        let build = |contents: &[u8]| {
+            let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+            let text = obj.section_id(StandardSection::Text);
+            obj.append_section_data(text, &[0xc3], 1);
+            let id = obj.add_section(
+                Vec::new(),
+                crate::record::ELF_SECTION.as_bytes().to_vec(),
+                SectionKind::ReadOnlyData,
+            );
+            obj.append_section_data(id, contents, 1);
+            obj.write().unwrap()
+        };
+        assert_eq!(
+            record_of(&inspect(&build(b"capshim-version 0.1.0"))),
+            [Some("0.1.0".to_string())]
+        );
+        assert_eq!(record_of(&inspect(&build(b"not a record"))), [None]);
+        assert_eq!(record_of(&inspect(&build(&[b'x'; 300]))), [None]);
     }
 }

@@ -10,6 +10,7 @@
 //!   runtime, entitlements) and [`CodeDirectory`] (how it was signed, page hashes checked).
 //! - [`read_export_trie`] ([`exports`]): the names an image exports.
 //! - [`hide_unlisted`] ([`symbols`]): applies an export list to an object file.
+//! - [`record`]: capshim's version record in libcapshim, read without loading it.
 //! - [`patch`]: sets the SDK version and the signature's identifier of a linked ad-hoc signed
 //!   file, its page hashes kept valid.
 //! - `testdata` (feature `testdata`): small hand-made Mach-O files and two linked ones
@@ -28,6 +29,7 @@ pub mod exports;
 pub mod facts;
 pub mod file;
 pub mod patch;
+pub mod record;
 pub mod signature;
 pub mod symbols;
 #[cfg(any(test, feature = "testdata"))]

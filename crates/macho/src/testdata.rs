@@ -190,3 +190,70 @@ pub fn universal(slices: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
     }
     out
 }
+
+/// A thin 64-bit arm64/x86_64 Mach-O dylib whose `__DATA,__capshim` section holds `record`
+/// (e.g. `capshim-version 0.1.0`), as libcapshim carries its version record.
+pub fn with_version_record(cputype: u32, cpusubtype: u32, record: &str) -> Vec<u8> {
+    dylib_with_record(cputype, cpusubtype, Some(record), None)
+}
+
+/// A thin 64-bit Mach-O dylib with, when given, a `__DATA,__capshim` section holding `record`
+/// and a code signature.
+pub fn dylib_with_record(
+    cputype: u32,
+    cpusubtype: u32,
+    record: Option<&str>,
+    signature: Option<SignatureSpec<'_>>,
+) -> Vec<u8> {
+    let blob = signature.map(superblob);
+    let segment_size = if record.is_some() { 152u32 } else { 0 };
+    let signature_size = if blob.is_some() { 16u32 } else { 0 };
+    let sizeofcmds = segment_size + signature_size;
+    let ncmds = u32::from(record.is_some()) + u32::from(blob.is_some());
+    let data_at = 32 + sizeofcmds;
+    let record = record.unwrap_or_default();
+    let mut out = Vec::new();
+    for word in [
+        0xfeed_facfu32,
+        cputype,
+        cpusubtype,
+        6,
+        ncmds,
+        sizeofcmds,
+        0,
+        0,
+    ] {
+        out.extend(word.to_le_bytes()); // MH_DYLIB
+    }
+    if segment_size > 0 {
+        out.extend(0x19u32.to_le_bytes()); // LC_SEGMENT_64
+        out.extend(segment_size.to_le_bytes());
+        out.extend(name16("__DATA"));
+        for word in [
+            0u64,
+            record.len() as u64,
+            u64::from(data_at),
+            record.len() as u64,
+        ] {
+            out.extend(word.to_le_bytes()); // vmaddr, vmsize, fileoff, filesize
+        }
+        out.extend([3u32, 3, 1, 0].iter().flat_map(|w| w.to_le_bytes())); // prot, nsects, flags
+        out.extend(name16("__capshim"));
+        out.extend(name16("__DATA"));
+        out.extend(0u64.to_le_bytes()); // addr
+        out.extend((record.len() as u64).to_le_bytes()); // size
+        out.extend(data_at.to_le_bytes()); // offset
+        out.extend([0u8; 28]); // align .. reserved3
+    }
+    if let Some(blob) = &blob {
+        let dataoff = data_at + record.len() as u32;
+        for word in [0x1du32, 16, dataoff, blob.len() as u32] {
+            out.extend(word.to_le_bytes()); // LC_CODE_SIGNATURE
+        }
+    }
+    out.extend(record.as_bytes());
+    if let Some(blob) = blob {
+        out.extend(blob);
+    }
+    out
+}

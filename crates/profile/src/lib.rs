@@ -14,7 +14,8 @@
 //! - [`named`]: named profiles (`stock`, `native`, `apple9-64k`) and the chip table.
 //! - [`limits`]: values beyond any known Apple GPU, and values that change nothing.
 //! - [`device`]: a device's capability answers, e.g. the stock paravirtual device.
-//! - [`consumers`]: what llama.cpp and MLX decide from a set of answers.
+//! - [`consumers`]: what llama.cpp, Metal itself, whisper.cpp, PyTorch, MLX, Metal.jl and
+//!   tinygrad decide from a set of answers, each rule with its source.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

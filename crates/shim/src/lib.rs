@@ -20,6 +20,7 @@
 //! - [`encoding`]: Objective-C type encodings, read far enough to check a signature.
 //! - [`report`]: stderr lines and status-file events.
 //! - [`scope`]: which processes the shim acts in (`CAPSHIM_SCOPE`, `CAPSHIM_ONLY_PROCESS`).
+//! - [`version`]: the version record the CLI reads from the file (`capshim doctor`).
 //! - `init`: the initializer.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -33,5 +34,6 @@ pub mod query;
 pub mod report;
 pub mod runtime;
 pub mod scope;
+pub mod version;
 
 pub use init::process_name;

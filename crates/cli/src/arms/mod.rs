@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::analysis::Role;
 use crate::launch::environment::{EnvChange, arm_env};
-use crate::platform::Machine;
+use crate::platform::facts::SystemFacts;
 use crate::profile::{ProfileArgs, ProfileArgsError, Resolved};
 
 pub use spec::Spec;
@@ -197,7 +197,7 @@ pub struct Options<'a> {
 pub fn resolve(
     specs: &[String],
     options: Options<'_>,
-    machine: &dyn Machine,
+    machine: &dyn SystemFacts,
 ) -> Result<Resolution, ArmError> {
     let mut resolution = Resolution {
         arms: vec![Arm::stock()],
@@ -287,7 +287,7 @@ fn arm_error(label: &str, source: ProfileArgsError) -> ArmError {
 fn resolve_args(
     spec: &Spec,
     options: &Options<'_>,
-    machine: &dyn Machine,
+    machine: &dyn SystemFacts,
 ) -> Result<Resolved, ProfileArgsError> {
     ProfileArgs {
         profile: spec.name.clone(),
@@ -304,7 +304,7 @@ fn resolve_args(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::chip::fake::FakeMachine;
+    use crate::platform::facts::Fake as FakeMachine;
 
     fn on(
         machine: &FakeMachine,

@@ -13,7 +13,7 @@ use crate::bench::runner;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, dylib, preflight};
 use crate::llama::{read_bench_file, tools};
-use crate::platform::{ThisMachine, facts};
+use crate::platform::facts;
 
 const AFTER_HELP: &str = "\
 Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
@@ -183,7 +183,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
             cpu_brand: args.cpu_brand.as_deref(),
             allow_beyond_hardware: args.allow_beyond_hardware,
         },
-        &ThisMachine,
+        &facts::Real::default(),
     )
     .map_err(|e| {
         if e.is_usage() {

@@ -10,13 +10,23 @@ use crate::explain;
 use crate::profile::ProfileArgs;
 
 /// Show what a profile changes: every MTLGPUFamily answer, threadgroup memory and working set
-/// before -> after, and what llama.cpp and MLX will decide
+/// before -> after, and what every known consumer decides (llama.cpp, Metal itself,
+/// whisper.cpp, PyTorch, MLX, Metal.jl, tinygrad), with warnings for the host chip
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Starts from the stock Apple Paravirtual device's answers (or a `capshim probe --json` file)
 and applies the profile with the same policy functions the shim uses: only Apple families
 (1001-1999) and threadgroup memory are raised, the working set only when configured, never
 lowered; Mac, Common, MacCatalyst and Metal families are never changed.
+
+Each consumer's rules are read from its source, named in the output with its version:
+llama.cpp's gates, its GPU family (the flash-attention tuning rows), FWHT sizes and
+flash-attention configurations against the threadgroup memory; Metal's bf16 emulation
+(off when Apple9 is answered); whisper.cpp on the GPU (Apple7); PyTorch's MPS device
+(Mac2, never changed); MLX's residency sets and fast fence (Metal3, never changed) and its
+kernel routes (from the architecture name in a --stock probe file). With the host chip
+known (--cpu-brand, or this Mac's brand) it warns where a profile picks another chip's
+tuning or turns bf16 emulation off on a GPU without bf16 (M1, M2).
 
 Examples:
   capshim explain                                   # the default: native (chip known) or apple9-64k

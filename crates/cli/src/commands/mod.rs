@@ -3,6 +3,7 @@
 mod agent;
 mod bench;
 mod completions;
+mod doctor;
 mod explain;
 mod host;
 mod man;
@@ -42,6 +43,7 @@ enum Command {
     Probe(probe::ProbeArgs),
     Agent(agent::AgentArgs),
     Host(host::HostArgs),
+    Doctor(doctor::DoctorArgs),
     /// Measure stock vs unlocked (vs host) with llama-bench into an evidence bundle.
     Bench(bench::BenchArgs),
     /// Turn llama-bench JSON files or evidence bundles into the comparison table.
@@ -64,6 +66,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Probe(args) => probe::execute(args),
         Command::Agent(args) => agent::execute(args),
         Command::Host(args) => host::execute(args),
+        Command::Doctor(args) => doctor::execute(args),
         Command::Bench(args) => bench::execute(args),
         Command::Report(args) => report::execute(args),
         Command::Completions(args) => completions::execute(args),

@@ -11,13 +11,15 @@ use crate::device::{self, DeviceReport};
 use crate::launch::environment::{ScopeArg, ShimSettings, child_env};
 use crate::launch::status::Summary;
 use crate::launch::{Os, dylib};
+use crate::platform::facts::{self, SystemFacts};
 use crate::profile::ProfileArgs;
 
 /// Exit code on systems without Metal.
 pub const EXIT_NO_METAL: u8 = 2;
 
-/// Print the default Metal device's answers: name, every MTLGPUFamily, threadgroup memory,
-/// working set, max buffer length, unified memory, and what llama.cpp derives (macOS)
+/// Print the default Metal device's answers: name, architecture name, every MTLGPUFamily,
+/// threadgroup memory, working set, max buffer length, unified memory, and what llama.cpp
+/// derives (macOS)
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Creates the default Metal device (MTLCreateSystemDefaultDevice) and reads its answers. Run
@@ -37,7 +39,7 @@ Exit codes:
   1  error: Metal returned no device, or a --compare run failed
   2  not macOS with Metal, or usage error")]
 pub struct ProbeArgs {
-    /// Print JSON: {"name":…,"families":{"1001":true,…},"max_threadgroup_memory":…,…}
+    /// Print JSON: {"name":…,"architecture":…,"families":{"1001":true,…},"max_threadgroup_memory":…,…}
     #[arg(long)]
     json: bool,
 
@@ -51,16 +53,6 @@ pub struct ProbeArgs {
     /// With --compare: the shim library to inject (default: searched like `capshim run`)
     #[arg(long, value_name = "PATH", requires = "compare")]
     dylib: Option<PathBuf>,
-}
-
-#[cfg(target_os = "macos")]
-fn read_device() -> anyhow::Result<DeviceReport> {
-    crate::platform::metal::probe().map_err(anyhow::Error::msg)
-}
-
-#[cfg(not(target_os = "macos"))]
-fn read_device() -> anyhow::Result<DeviceReport> {
-    bail!("capshim probe needs macOS with Metal")
 }
 
 /// `--compare --json` output.
@@ -161,7 +153,9 @@ pub fn execute(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             "profile options apply only with --compare; to probe with the shim run `capshim run [profile options] -- capshim probe`"
         );
     }
-    let report = read_device()?;
+    let report = facts::Real::default()
+        .metal_device()
+        .map_err(anyhow::Error::msg)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -9,7 +9,7 @@ use capshim_profile::{GpuFamily, Profile};
 use clap::Args;
 use serde::Serialize;
 
-use crate::platform::ThisMachine;
+use crate::platform::facts;
 use crate::profile::{ChipMatch, chip};
 
 /// List the named profiles with their values and provenance, the default here, and what
@@ -228,7 +228,7 @@ fn render(l: &Listing) -> String {
 /// The host chip for the listing, or why it is not known and what to do: an unknown
 /// `--cpu-brand` is not an error here, the listing says so instead.
 fn host_chip(given: Option<&str>) -> Result<ChipMatch, String> {
-    match chip::find(given, &ThisMachine) {
+    match chip::find(given, &facts::Real::default()) {
         Ok(Ok(found)) => Ok(found),
         Ok(Err(why)) => Err(format!("{why}; see the chip table, or pass --cpu-brand")),
         Err(unknown) => {

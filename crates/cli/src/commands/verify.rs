@@ -11,7 +11,7 @@ use super::UsageError;
 use crate::arms;
 use crate::launch::{Os, dylib};
 use crate::llama::tools;
-use crate::platform::ThisMachine;
+use crate::platform::facts;
 use crate::verify::base;
 use crate::verify::manifest::{GreedySettings, KernelSettings};
 use crate::verify::plan::{self, Plan, Reference, Text, Tools};
@@ -225,7 +225,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
             cpu_brand: args.cpu_brand.as_deref(),
             allow_beyond_hardware: args.allow_beyond_hardware,
         },
-        &ThisMachine,
+        &facts::Real::default(),
     )
     .map_err(|e| {
         if e.is_usage() {

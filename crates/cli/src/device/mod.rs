@@ -1,7 +1,7 @@
 //! What `capshim probe` reports about a Metal device, and how `explain --stock` reads it back.
 //!
 //! JSON shape (keys may be added, none renamed): `{"name":"Apple Paravirtual device",
-//! "families":{"1001":true,…},"max_threadgroup_memory":32768,
+//! "architecture":"…","families":{"1001":true,…},"max_threadgroup_memory":32768,
 //! "recommended_working_set_size":12009603072,"max_buffer_length":…,
 //! "has_unified_memory":true,"llama.cpp":{…}}`. `families` and `max_threadgroup_memory` are
 //! the same as `explain --json`'s `before`.
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use capshim_profile::GpuFamily;
-use capshim_profile::consumers::LlamaCpp;
+use capshim_profile::consumers::{Inputs, LlamaCpp};
 use capshim_profile::device::Answers;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -27,6 +27,10 @@ pub struct DeviceReport {
     /// `-[MTLDevice name]`, e.g. "Apple Paravirtual device".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `-[MTLDevice architecture].name` (macOS 14 and later), e.g. `applegpu_g13s` on bare
+    /// metal; MLX routes kernels by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
     /// `supportsFamily:` for every named MTLGPUFamily value (keys are the numbers).
     #[serde(deserialize_with = "family_keys")]
     pub families: BTreeMap<i64, bool>,
@@ -114,14 +118,20 @@ impl DeviceReport {
         max_buffer_length: Option<u64>,
         has_unified_memory: Option<bool>,
     ) -> DeviceReport {
+        let inputs = Inputs {
+            device_name: name.as_deref(),
+            ..Inputs::new(answers)
+        };
+        let llama_cpp = Some(LlamaCpp::decide(&inputs, false));
         DeviceReport {
             name,
+            architecture: None,
             families: answers.families.clone(),
             max_threadgroup_memory: answers.max_threadgroup_memory,
             recommended_working_set_size: answers.recommended_working_set_size,
             max_buffer_length,
             has_unified_memory,
-            llama_cpp: Some(LlamaCpp::decide(answers, false)),
+            llama_cpp,
             missing_families: Vec::new(),
         }
     }
@@ -133,14 +143,6 @@ impl DeviceReport {
             max_threadgroup_memory: self.max_threadgroup_memory,
             recommended_working_set_size: self.recommended_working_set_size,
         }
-    }
-
-    /// Whether this is the paravirtual device (by name); a report without a name is assumed
-    /// to come from a guest, which is what `capshim probe` is for.
-    pub fn is_paravirtual(&self) -> bool {
-        self.name
-            .as_deref()
-            .is_none_or(|n| n.contains("Paravirtual"))
     }
 
     /// Parses `capshim probe --json` output (or `probe --compare --json`, whose `stock`
@@ -226,7 +228,6 @@ mod tests {
         assert!(text.contains("\"llama.cpp\":{"), "{text}");
         let back = DeviceReport::from_json(Path::new("x.json"), &text).unwrap();
         assert_eq!(back.answers(), stock);
-        assert!(back.is_paravirtual());
         assert_eq!(back.llama_cpp, None);
 
         let minimal =

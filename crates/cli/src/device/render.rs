@@ -2,7 +2,7 @@
 //! llama.cpp's derived decisions.
 
 use capshim_profile::GpuFamily;
-use capshim_profile::consumers::LlamaCpp;
+use capshim_profile::consumers::{Inputs, LlamaCpp};
 
 use super::DeviceReport;
 use crate::format::{self, table};
@@ -58,7 +58,17 @@ fn rows(reports: &[&DeviceReport]) -> Vec<(String, Vec<String>)> {
     push("hasUnifiedMemory", &|r| {
         yes_no(r.has_unified_memory).to_string()
     });
-    let decide = |r: &DeviceReport| LlamaCpp::decide(&r.answers(), false);
+    push("architecture", &|r| {
+        r.architecture.clone().unwrap_or_else(|| "-".into())
+    });
+    let decide = |r: &DeviceReport| {
+        let answers = r.answers();
+        let inputs = Inputs {
+            device_name: r.name.as_deref(),
+            ..Inputs::new(&answers)
+        };
+        LlamaCpp::decide(&inputs, false)
+    };
     push("llama.cpp simdgroup reduction", &|r| {
         decide(r).simdgroup_reduction.to_string()
     });
@@ -69,6 +79,11 @@ fn rows(reports: &[&DeviceReport]) -> Vec<(String, Vec<String>)> {
     push("llama.cpp has tensor", &|r| decide(r).tensor.to_string());
     push("llama.cpp ops on the CPU", &|r| {
         format::list_or_none(&decide(r).cpu_fallback_ops)
+    });
+    push("llama.cpp GPU family (tuning)", &|r| {
+        decide(r)
+            .tuning_family
+            .map_or("none".to_string(), |f| format!("Apple{f}"))
     });
     rows
 }

@@ -3,9 +3,13 @@
 
 mod render;
 
-use capshim_profile::consumers::{LLAMA_CPP_SOURCE, LlamaCpp, MLX_SOURCE, Mlx};
+use capshim_profile::consumers::{
+    Decisions, Inputs, LLAMA_CPP_SOURCE, LlamaCpp, METAL_JL_SOURCE, METAL_SOURCE, MLX_SOURCE,
+    Metal, MetalJl, Mlx, PARAVIRTUAL_DEVICE_NAME, PYTORCH_SOURCE, Pytorch, TINYGRAD_SOURCE,
+    Tinygrad, WHISPER_SOURCE, Whisper,
+};
 use capshim_profile::device::Answers;
-use capshim_profile::named;
+use capshim_profile::named::{self, Chip};
 use serde::Serialize;
 
 use crate::device::DeviceReport;
@@ -30,6 +34,14 @@ pub struct Explanation {
     pub before: Answers,
     /// The answers with the shim and this profile.
     pub after: Answers,
+    /// The device's name the consumers saw (the built-in stock device's, or the probe
+    /// file's).
+    pub device_name: Option<String>,
+    /// The device's architecture name, when the probe file has one.
+    pub architecture: Option<String>,
+    /// What the consumers' decisions mean on the host chip, one line each (also under each
+    /// consumer's `warnings`).
+    pub warnings: Vec<String>,
     /// What known consumers decide from `after`.
     pub consumers: Consumers,
     /// What known consumers decide from `before`, for comparison.
@@ -72,7 +84,11 @@ pub struct HostChip {
     pub differences: Vec<String>,
 }
 
-/// Decisions of every known consumer.
+/// Decisions of every known consumer, each with the source its rules were read from.
+///
+/// JSON keys (added, never renamed): `llama.cpp` (with `tuning_family`, integer or null),
+/// `mlx`, `metal` (with `bf16_emulation`), `whisper.cpp` (with `metal`), `pytorch` (with
+/// `mps_device`), `metal.jl`, `tinygrad`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Consumers {
     /// llama.cpp's Metal backend.
@@ -80,6 +96,18 @@ pub struct Consumers {
     pub llama_cpp: Sourced<LlamaCpp>,
     /// MLX.
     pub mlx: Sourced<Mlx>,
+    /// Metal itself.
+    pub metal: Sourced<Metal>,
+    /// whisper.cpp.
+    #[serde(rename = "whisper.cpp")]
+    pub whisper: Sourced<Whisper>,
+    /// PyTorch's MPS backend.
+    pub pytorch: Sourced<Pytorch>,
+    /// Metal.jl.
+    #[serde(rename = "metal.jl")]
+    pub metal_jl: Sourced<MetalJl>,
+    /// tinygrad.
+    pub tinygrad: Sourced<Tinygrad>,
 }
 
 /// A decision with the consumer source its rule was read from.
@@ -93,37 +121,73 @@ pub struct Sourced<T> {
 }
 
 impl Consumers {
-    fn decide(answers: &Answers, paravirtual: bool) -> Consumers {
-        Consumers {
-            llama_cpp: Sourced {
-                decision: LlamaCpp::decide(answers, false),
-                source: LLAMA_CPP_SOURCE,
-            },
-            mlx: Sourced {
-                decision: Mlx::decide(answers, paravirtual),
-                source: MLX_SOURCE,
-            },
+    /// Every consumer's decisions from `inputs`.
+    pub fn decide(inputs: &Inputs<'_>) -> Consumers {
+        let d = Decisions::decide(inputs);
+        fn sourced<T>(decision: T, source: &'static str) -> Sourced<T> {
+            Sourced { decision, source }
         }
+        Consumers {
+            llama_cpp: sourced(d.llama_cpp, LLAMA_CPP_SOURCE),
+            mlx: sourced(d.mlx, MLX_SOURCE),
+            metal: sourced(d.metal, METAL_SOURCE),
+            whisper: sourced(d.whisper, WHISPER_SOURCE),
+            pytorch: sourced(d.pytorch, PYTORCH_SOURCE),
+            metal_jl: sourced(d.metal_jl, METAL_JL_SOURCE),
+            tinygrad: sourced(d.tinygrad, TINYGRAD_SOURCE),
+        }
+    }
+
+    /// Every warning of every consumer, prefixed with its name.
+    pub fn warnings(&self) -> Vec<String> {
+        let named = |name: &str, warnings: &[String]| -> Vec<String> {
+            warnings.iter().map(|w| format!("{name}: {w}")).collect()
+        };
+        [
+            named("llama.cpp", &self.llama_cpp.decision.warnings),
+            named("Metal", &self.metal.decision.warnings),
+            named("MLX", &self.mlx.decision.warnings),
+        ]
+        .concat()
     }
 }
 
 /// Applies `profile` to the stock answers (`stock = None`: the built-in paravirtual ones).
 pub fn explain(profile: &Resolved, stock: Option<(&str, &DeviceReport)>) -> Explanation {
-    let (starting_from, before, paravirtual) = match stock {
+    let (starting_from, before, name, architecture) = match stock {
         Some((label, report)) => (
             match &report.name {
                 Some(name) => format!("{name:?} as probed in {label}"),
                 None => format!("the device probed in {label}"),
             },
             report.answers(),
-            report.is_paravirtual(),
+            report.name.clone(),
+            report.architecture.clone(),
         ),
-        None => (STOCK_SOURCE.to_string(), Answers::paravirtual_stock(), true),
+        None => (
+            STOCK_SOURCE.to_string(),
+            Answers::paravirtual_stock(),
+            Some(PARAVIRTUAL_DEVICE_NAME.to_string()),
+            None,
+        ),
     };
     let after = match &profile.profile {
         Some(p) => before.with_profile(p),
         None => before.clone(),
     };
+    let chip: Option<&'static Chip> = profile.chip.as_ref().map(|m| m.chip);
+    let inputs = |answers| Inputs {
+        answers,
+        profile: None,
+        device_name: name.as_deref(),
+        architecture: architecture.as_deref(),
+        host_chip: chip,
+    };
+    let consumers = Consumers::decide(&Inputs {
+        profile: profile.profile.as_ref(),
+        ..inputs(&after)
+    });
+    let consumers_before = Consumers::decide(&inputs(&before));
     Explanation {
         profile: ProfileView {
             name: profile.name.clone(),
@@ -149,8 +213,11 @@ pub fn explain(profile: &Resolved, stock: Option<(&str, &DeviceReport)>) -> Expl
             }),
         },
         starting_from,
-        consumers: Consumers::decide(&after, paravirtual),
-        consumers_before: Consumers::decide(&before, paravirtual),
+        device_name: name,
+        architecture,
+        warnings: consumers.warnings(),
+        consumers,
+        consumers_before,
         before,
         after,
     }

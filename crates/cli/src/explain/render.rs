@@ -101,6 +101,9 @@ pub fn render(e: &Explanation) -> String {
         &e.consumers.llama_cpp.decision,
     );
     let _ = writeln!(out, "llama.cpp (Metal backend) decides:");
+    let row = |out: &mut String, label: &str, before: String, after: String| {
+        let _ = writeln!(out, "  {label:<32} {}", change(&before, &after));
+    };
     for (label, before, after) in [
         (
             "simdgroup reduction",
@@ -111,38 +114,190 @@ pub fn render(e: &Explanation) -> String {
         ("has bfloat", lb.bfloat, la.bfloat),
         ("has tensor", lb.tensor, la.tensor),
     ] {
-        let _ = writeln!(
-            out,
-            "  {label:<32} {}",
-            change(&before.to_string(), &after.to_string())
-        );
+        row(&mut out, label, before.to_string(), after.to_string());
     }
-    let _ = writeln!(
-        out,
-        "  {:<32} {}",
+    row(
+        &mut out,
         "ops that fall back to the CPU",
-        change(
-            &list_or_none(&lb.cpu_fallback_ops),
-            &list_or_none(&la.cpu_fallback_ops)
-        )
+        list_or_none(&lb.cpu_fallback_ops),
+        list_or_none(&la.cpu_fallback_ops),
     );
+    let family = |f: Option<i64>| f.map_or("none".to_string(), |f| format!("Apple{f}"));
+    row(
+        &mut out,
+        "GPU family (FA-vec tuning)",
+        family(lb.tuning_family),
+        family(la.tuning_family),
+    );
+    let tuned =
+        |t: Option<&str>| t.map_or("none (baseline)".to_string(), |on| format!("tuned on {on}"));
+    row(
+        &mut out,
+        "FA-vec tuning rows",
+        tuned(lb.tuned_on),
+        tuned(la.tuned_on),
+    );
+    let sizes = |s: &[u32]| s.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    row(
+        &mut out,
+        "FWHT sizes",
+        sizes(&lb.fwht_sizes),
+        sizes(&la.fwht_sizes),
+    );
+    let configs = |c: &[capshim_profile::consumers::fa_vec::FaVecConfig]| {
+        if c.is_empty() {
+            "none".to_string()
+        } else {
+            c.iter()
+                .map(|c| format!("{}/{} Q{} ({} B)", c.dk, c.dv, c.q, c.threadgroup_memory))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    row(
+        &mut out,
+        "FA-vec configs over the answer",
+        configs(&lb.fa_vec_fallback),
+        configs(&la.fa_vec_fallback),
+    );
+    row(
+        &mut out,
+        "FA-vec configs over the GPU",
+        configs(&lb.fa_vec_beyond_gpu),
+        configs(&la.fa_vec_beyond_gpu),
+    );
+    warnings(&mut out, &la.warnings);
     let _ = writeln!(out, "  rules read from: {}", e.consumers.llama_cpp.source);
+    let _ = writeln!(out);
+
+    let (mb, ma) = (
+        &e.consumers_before.metal.decision,
+        &e.consumers.metal.decision,
+    );
+    let _ = writeln!(out, "Metal itself decides:");
+    row(
+        &mut out,
+        "bf16 emulation",
+        mb.bf16_emulation.to_string(),
+        ma.bf16_emulation.to_string(),
+    );
+    row(
+        &mut out,
+        "read-write texture tier",
+        mb.read_write_texture_tier.to_string(),
+        ma.read_write_texture_tier.to_string(),
+    );
+    warnings(&mut out, &ma.warnings);
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.metal.source);
+    let _ = writeln!(out);
+
+    let (wb, wa) = (
+        &e.consumers_before.whisper.decision,
+        &e.consumers.whisper.decision,
+    );
+    let _ = writeln!(out, "whisper.cpp decides:");
+    let gpu = |yes: bool| if yes { "GPU" } else { "CPU" }.to_string();
+    row(&mut out, "runs on", gpu(wb.metal), gpu(wa.metal));
+    row(
+        &mut out,
+        "runs on, with -nfa",
+        gpu(wb.metal_without_flash_attention),
+        gpu(wa.metal_without_flash_attention),
+    );
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.whisper.source);
+    let _ = writeln!(out);
+
+    let (pb, pa) = (
+        &e.consumers_before.pytorch.decision,
+        &e.consumers.pytorch.decision,
+    );
+    let _ = writeln!(out, "PyTorch (MPS) decides:");
+    let selected = |yes: bool| if yes { "selected" } else { "skipped" }.to_string();
+    row(
+        &mut out,
+        "MPS device",
+        selected(pb.mps_device),
+        selected(pa.mps_device),
+    );
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.pytorch.source);
     let _ = writeln!(out);
 
     let (mb, ma) = (&e.consumers_before.mlx.decision, &e.consumers.mlx.decision);
     let _ = writeln!(out, "MLX decides:");
-    let _ = writeln!(
-        out,
-        "  {:<32} {}",
+    row(
+        &mut out,
         "residency sets",
-        change(
-            &mb.residency_sets.to_string(),
-            &ma.residency_sets.to_string()
-        )
+        mb.residency_sets.to_string(),
+        ma.residency_sets.to_string(),
     );
-    for warning in &ma.warnings {
+    row(
+        &mut out,
+        "fast fence",
+        mb.fast_fence.to_string(),
+        ma.fast_fence.to_string(),
+    );
+    let _ = match (&ma.architecture, ma.kernel_generation, &ma.kernel_routes) {
+        (Some(name), Some(g), Some(routes)) => writeln!(
+            out,
+            "  {:<32} {name:?}: generation {g}, {routes} (unchanged)",
+            "kernel routes"
+        ),
+        _ => writeln!(
+            out,
+            "  {:<32} unknown: no architecture name (run `capshim probe --json` in the guest and pass it with --stock)",
+            "kernel routes"
+        ),
+    };
+    warnings(&mut out, &ma.warnings);
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.mlx.source);
+    let _ = writeln!(out);
+
+    let (jb, ja) = (
+        &e.consumers_before.metal_jl.decision,
+        &e.consumers.metal_jl.decision,
+    );
+    let _ = writeln!(out, "Metal.jl decides:");
+    row(
+        &mut out,
+        "paravirtual by name",
+        jb.paravirtual.to_string(),
+        ja.paravirtual.to_string(),
+    );
+    row(
+        &mut out,
+        "supported by the answers",
+        jb.supported_by_answers.to_string(),
+        ja.supported_by_answers.to_string(),
+    );
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.metal_jl.source);
+    let _ = writeln!(out);
+
+    let (tb, ta) = (
+        &e.consumers_before.tinygrad.decision,
+        &e.consumers.tinygrad.decision,
+    );
+    let _ = writeln!(out, "tinygrad decides:");
+    let arch = |a: &Option<String>| a.clone().unwrap_or_else(|| "none".to_string());
+    row(&mut out, "arch", arch(&tb.arch), arch(&ta.arch));
+    row(
+        &mut out,
+        "Metal graph (ICB)",
+        tb.graph.to_string(),
+        ta.graph.to_string(),
+    );
+    row(
+        &mut out,
+        "tensor cores",
+        tb.tensor_cores.to_string(),
+        ta.tensor_cores.to_string(),
+    );
+    let _ = writeln!(out, "  rules read from: {}", e.consumers.tinygrad.source);
+    out
+}
+
+/// One `  warning: …` line each.
+fn warnings(out: &mut String, warnings: &[String]) {
+    for warning in warnings {
         let _ = writeln!(out, "  warning: {warning}");
     }
-    let _ = writeln!(out, "  rule: {}", e.consumers.mlx.source);
-    out
 }

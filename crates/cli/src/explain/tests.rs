@@ -3,11 +3,11 @@ use std::path::Path;
 use capshim_profile::named;
 
 use super::*;
+use crate::platform::facts::Fake;
 use crate::profile::ProfileArgs;
-use crate::profile::chip::fake::FakeMachine;
 
 fn resolved(args: ProfileArgs) -> Resolved {
-    args.resolve_with(&FakeMachine::linux()).unwrap()
+    args.resolve_with(&Fake::linux()).unwrap()
 }
 
 fn named_profile(name: &str) -> Resolved {
@@ -55,6 +55,10 @@ fn native_profiles_follow_the_chip() {
         assert!(llama.simdgroup_reduction && llama.simdgroup_mm && !llama.tensor);
         assert_eq!(e.profile.name, "native");
         assert!(e.profile.host_chip.as_ref().unwrap().differences.is_empty());
+        assert_eq!(llama.tuning_family, Some(family - 1000));
+        assert_eq!(e.consumers.metal.decision.bf16_emulation, family < 1009);
+        assert!(e.consumers.whisper.decision.metal);
+        assert!(e.warnings.is_empty(), "{chip}: {:?}", e.warnings);
         insta::assert_snapshot!(format!("native_{chip}"), render(&e));
     }
 }
@@ -94,6 +98,7 @@ fn probe_file_with_metal3_warns_about_mlx_residency_sets() {
     );
     assert!(e.consumers.mlx.decision.residency_sets);
     assert_eq!(e.consumers.mlx.decision.warnings.len(), 1);
+    assert!(e.consumers.mlx.decision.fast_fence);
     // The policy never touches Metal3: the warning is the device's own doing.
     assert_eq!(e.before.families[&5001], e.after.families[&5001]);
     insta::assert_snapshot!("mlx_warning", render(&e));
@@ -119,10 +124,48 @@ fn json_keeps_the_documented_shape() {
         "/consumers/llama.cpp/cpu_fallback_ops",
         "/consumers/mlx/residency_sets",
         "/consumers/mlx/warnings",
+        "/consumers/llama.cpp/tuning_family",
+        "/consumers/metal/bf16_emulation",
+        "/consumers/whisper.cpp/metal",
+        "/consumers/pytorch/mps_device",
+        "/consumers/mlx/fast_fence",
+        "/consumers/mlx/kernel_generation",
+        "/consumers/metal.jl/paravirtual",
+        "/consumers/tinygrad/graph",
+        "/consumers_before/llama.cpp/tuning_family",
     ] {
         assert!(v.pointer(key).is_some(), "missing {key}");
     }
     assert_eq!(v.pointer("/after/families/1009"), Some(&true.into()));
+    assert_eq!(
+        v.pointer("/consumers/llama.cpp/tuning_family"),
+        Some(&9.into())
+    );
+    assert_eq!(
+        v.pointer("/consumers_before/llama.cpp/tuning_family"),
+        Some(&5.into())
+    );
+    assert_eq!(
+        v.pointer("/consumers/metal/bf16_emulation"),
+        Some(&false.into())
+    );
+    assert_eq!(
+        v.pointer("/consumers/pytorch/mps_device"),
+        Some(&false.into())
+    );
+    // Keys with a null value are there too: no Apple family answered gives null.
+    let mut none = DeviceReport::from_json(
+        Path::new("none.json"),
+        r#"{"families":{"1001":false,"3001":true},"max_threadgroup_memory":32768}"#,
+    )
+    .unwrap();
+    none.name = None;
+    let e = explain(&named_profile("stock"), Some(("none.json", &none)));
+    let v = serde_json::to_value(&e).unwrap();
+    assert_eq!(
+        v.pointer("/consumers/llama.cpp/tuning_family"),
+        Some(&serde_json::Value::Null)
+    );
     assert_eq!(
         v.pointer("/profile/recommended_working_set_size"),
         Some(&serde_json::Value::Null)
@@ -142,7 +185,34 @@ fn apple9_64k_on_a_known_chip_says_what_it_claims_beyond_it() {
     let chip = e.profile.host_chip.as_ref().unwrap();
     assert_eq!((chip.name, chip.apple_family), ("M1", 1007));
     assert_eq!(chip.differences.len(), 2);
+    assert_eq!(e.consumers.llama_cpp.decision.tuning_family, Some(9));
+    assert!(!e.consumers.metal.decision.bf16_emulation);
+    assert_eq!(e.consumers.llama_cpp.decision.warnings.len(), 1);
+    assert_eq!(e.consumers.metal.decision.warnings.len(), 1);
+    assert_eq!(e.warnings.len(), 2);
+    assert!(
+        e.warnings[1].starts_with("Metal: Apple9 is answered"),
+        "{:?}",
+        e.warnings
+    );
     insta::assert_snapshot!("apple9_64k_on_m1", render(&e));
     let v = serde_json::to_value(&e).unwrap();
     assert_eq!(v.pointer("/profile/host_chip/name"), Some(&"M1".into()));
+}
+
+#[test]
+fn a_probe_files_architecture_name_gives_mlx_its_kernel_routes() {
+    let text = r#"{"name":"Apple Paravirtual device","architecture":"air64_v27","families":{"1005":true},"max_threadgroup_memory":32768}"#;
+    let report = DeviceReport::from_json(Path::new("guest.json"), text).unwrap();
+    assert_eq!(report.architecture.as_deref(), Some("air64_v27"));
+    let e = explain(&named_profile("apple9-64k"), Some(("guest.json", &report)));
+    let mlx = &e.consumers.mlx.decision;
+    assert_eq!(mlx.kernel_generation, Some(2));
+    assert!(
+        mlx.warnings[0].contains("MLX_METAL_GPU_ARCH"),
+        "{:?}",
+        mlx.warnings
+    );
+    assert_eq!(e.architecture.as_deref(), Some("air64_v27"));
+    assert!(render(&e).contains("\"air64_v27\": generation 2"));
 }

@@ -178,7 +178,11 @@ pub fn check_bytes(path: &Path, bytes: &[u8], os: Os) -> Result<Vec<Arch>, Dylib
     check_binary(path, &macho::inspect(bytes), os)
 }
 
-fn check_binary(path: &Path, binary: &Binary, os: Os) -> Result<Vec<Arch>, DylibError> {
+/// As [`check`], over what the file was read to be.
+///
+/// # Errors
+/// As [`check`].
+pub fn check_binary(path: &Path, binary: &Binary, os: Os) -> Result<Vec<Arch>, DylibError> {
     let (expected, format) = match os {
         Os::MacOs => ("a Mach-O", Format::MachO),
         Os::Linux => ("an ELF", Format::Elf),

@@ -2,13 +2,17 @@
 
 use capshim_profile::GpuFamily;
 use capshim_profile::device::Answers;
+use objc2::runtime::NSObjectProtocol;
+use objc2::sel;
 use objc2_metal::{MTLCreateSystemDefaultDevice, MTLDevice, MTLGPUFamily};
 
 use crate::device::DeviceReport;
 
 /// Creates the system default Metal device (`MTLCreateSystemDefaultDevice`) and reads every
 /// named MTLGPUFamily answer, `maxThreadgroupMemoryLength` (bytes),
-/// `recommendedMaxWorkingSetSize` (bytes), `maxBufferLength` (bytes) and `hasUnifiedMemory`.
+/// `recommendedMaxWorkingSetSize` (bytes), `maxBufferLength` (bytes), `hasUnifiedMemory` and,
+/// on macOS 14 and later (where the device responds to `architecture`), the architecture
+/// name.
 ///
 /// # Errors
 /// When Metal returns no device (e.g. a VM without paravirtualized graphics).
@@ -29,10 +33,15 @@ pub fn probe() -> Result<DeviceReport, String> {
         max_threadgroup_memory: device.maxThreadgroupMemoryLength() as u64,
         recommended_working_set_size: Some(device.recommendedMaxWorkingSetSize()),
     };
-    Ok(DeviceReport::new(
+    let mut report = DeviceReport::new(
         Some(device.name().to_string()),
         &answers,
         Some(device.maxBufferLength() as u64),
         Some(device.hasUnifiedMemory()),
-    ))
+    );
+    // `architecture` is new in macOS 14; asking an older device would raise an exception.
+    if device.respondsToSelector(sel!(architecture)) {
+        report.architecture = Some(device.architecture().name().to_string());
+    }
+    Ok(report)
 }

@@ -3,7 +3,7 @@
 use capshim_profile::named::{self, CHIPS, Chip, UnknownBrand};
 use serde::Serialize;
 
-use crate::platform::Machine;
+use crate::platform::facts::SystemFacts;
 
 /// How `--cpu-brand` is named in messages.
 pub const GIVEN: &str = "--cpu-brand";
@@ -40,7 +40,7 @@ impl ChipMatch {
 /// another profile would be wrong.
 pub fn find(
     given: Option<&str>,
-    machine: &dyn Machine,
+    machine: &dyn SystemFacts,
 ) -> Result<Result<ChipMatch, String>, UnknownBrand> {
     let matched = |brand: &str, matched_from| {
         named::match_brand(brand).map(|chip| ChipMatch {
@@ -66,57 +66,13 @@ pub fn find(
 }
 
 #[cfg(test)]
-pub mod fake {
-    //! A machine with given facts, for tests.
-
-    use crate::platform::Machine;
-
-    /// Facts to answer with.
-    #[derive(Clone, Debug)]
-    pub struct FakeMachine {
-        /// The CPU brand, or why it cannot be read.
-        pub brand: Result<String, String>,
-        /// The physical memory, or why it cannot be read.
-        pub memory: Result<u64, String>,
-    }
-
-    impl FakeMachine {
-        /// Linux: neither fact can be read.
-        pub fn linux() -> FakeMachine {
-            FakeMachine {
-                brand: Err("this is linux, not macOS".into()),
-                memory: Err("this is linux".into()),
-            }
-        }
-
-        /// A macOS guest with this brand and memory.
-        pub fn guest(brand: &str, memory: u64) -> FakeMachine {
-            FakeMachine {
-                brand: Ok(brand.into()),
-                memory: Ok(memory),
-            }
-        }
-    }
-
-    impl Machine for FakeMachine {
-        fn cpu_brand(&self) -> Result<String, String> {
-            self.brand.clone()
-        }
-
-        fn physical_memory(&self) -> Result<u64, String> {
-            self.memory.clone()
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::fake::FakeMachine;
     use super::*;
+    use crate::platform::facts::Fake;
 
     #[test]
     fn a_given_brand_wins_and_an_unknown_one_is_an_error() {
-        let guest = FakeMachine::guest("Apple M4 Pro (Virtual)", 16 << 30);
+        let guest = Fake::guest("Apple M4 Pro (Virtual)", 16 << 30);
         let m = find(Some(" Apple M1 Ultra (Virtual)\n"), &guest)
             .unwrap()
             .unwrap();
@@ -131,10 +87,13 @@ mod tests {
     #[test]
     fn an_unknown_machine_says_why() {
         assert_eq!(
-            find(None, &FakeMachine::linux()).unwrap(),
-            Err("this is linux, not macOS".to_string())
+            find(None, &Fake::linux()).unwrap(),
+            Err(
+                "this is linux, not macOS, so there is no machdep.cpu.brand_string to read"
+                    .to_string()
+            )
         );
-        let why = find(None, &FakeMachine::guest("Apple M9 (Virtual)", 0))
+        let why = find(None, &Fake::guest("Apple M9 (Virtual)", 0))
             .unwrap()
             .unwrap_err();
         assert!(why.contains("\"Apple M9 (Virtual)\" (sysctl"), "{why}");

@@ -26,7 +26,7 @@ use capshim_profile::{Profile, env};
 use clap::Args;
 use thiserror::Error;
 
-use crate::platform::{Machine, ThisMachine};
+use crate::platform::facts::{self, SystemFacts};
 pub use chip::ChipMatch;
 
 /// The help heading of the profile options.
@@ -194,7 +194,7 @@ impl ProfileArgs {
     /// # Errors
     /// [`ProfileArgsError`] names the option at fault and what to do.
     pub fn resolve(&self) -> Result<Resolved, ProfileArgsError> {
-        let resolved = self.resolve_with(&ThisMachine)?;
+        let resolved = self.resolve_with(&facts::Real::default())?;
         for note in &resolved.notes {
             eprintln!("capshim: note: {note}");
         }
@@ -208,7 +208,7 @@ impl ProfileArgs {
     ///
     /// # Errors
     /// As [`ProfileArgs::resolve`].
-    pub fn resolve_with(&self, machine: &dyn Machine) -> Result<Resolved, ProfileArgsError> {
+    pub fn resolve_with(&self, machine: &dyn SystemFacts) -> Result<Resolved, ProfileArgsError> {
         let chip = chip::find(self.cpu_brand.as_deref(), machine)?;
         let mut notes = Vec::new();
         let Some(base) = self.base(&chip, &mut notes)? else {

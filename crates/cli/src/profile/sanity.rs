@@ -9,7 +9,7 @@ use capshim_profile::Profile;
 use capshim_profile::limits::{self, Field, Finding};
 
 use super::{ProfileArgs, ProfileArgsError};
-use crate::platform::Machine;
+use crate::platform::facts::SystemFacts;
 
 /// How the user gave `field`: the override flag, or the profile file's field.
 fn given_as(args: &ProfileArgs, file: Option<&Path>, field: Field) -> String {
@@ -43,7 +43,7 @@ pub(super) fn check(
     args: &ProfileArgs,
     file: Option<&Path>,
     profile: &Profile,
-    machine: &dyn Machine,
+    machine: &dyn SystemFacts,
 ) -> Result<Vec<String>, ProfileArgsError> {
     let memory = profile
         .recommended_working_set_size

@@ -1,14 +1,14 @@
 //! Tests of [`ProfileArgs::resolve_with`] with injected machine facts.
 
-use super::chip::fake::FakeMachine;
 use super::*;
+use crate::platform::facts::Fake;
 
 fn on_linux(args: ProfileArgs) -> Result<Resolved, ProfileArgsError> {
-    args.resolve_with(&FakeMachine::linux())
+    args.resolve_with(&Fake::linux())
 }
 
 fn in_guest(brand: &str, args: ProfileArgs) -> Result<Resolved, ProfileArgsError> {
-    args.resolve_with(&FakeMachine::guest(brand, 16 << 30))
+    args.resolve_with(&Fake::guest(brand, 16 << 30))
 }
 
 fn named(name: &str) -> ProfileArgs {

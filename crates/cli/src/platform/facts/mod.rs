@@ -1,9 +1,10 @@
-//! The facts about this machine that capshim's checks read, through one trait: the real
-//! system ([`Real`]: runs `/usr/bin/csrutil` and `/usr/sbin/sysctl`, reads files and their
-//! extended attributes), or values a test sets ([`Fake`], tests only). The checks of
-//! `run`, `bench` and `agent` (`launch::preflight`) take a `&dyn SystemFacts`, so every
-//! refusal and warning is tested on any platform, and a later `capshim doctor` can run the
-//! same checks.
+//! The facts about this machine that capshim reads, through one trait: the real system
+//! ([`Real`]: runs `/usr/bin/csrutil`, `/usr/sbin/sysctl` and `/usr/bin/defaults`, reads
+//! files and their extended attributes, asks Metal for its default device), or values a test
+//! sets ([`Fake`], tests only). Everything that depends on the machine takes a
+//! `&dyn SystemFacts`: choosing a profile (the CPU brand, the memory), the pre-flight checks
+//! of `run`, `bench` and `agent` (`launch::preflight`), and every check of `capshim doctor`,
+//! so each is tested on any platform with injected facts.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +13,7 @@ use std::sync::OnceLock;
 use capshim_macho::{self as macho, Binary};
 
 use super::sip::Sip;
+use crate::device::DeviceReport;
 
 /// The extended attribute macOS sets on files downloaded by a quarantine-aware program
 /// (a browser, AirDrop, most archive tools); Gatekeeper refuses to load such a library.
@@ -46,8 +48,45 @@ pub trait SystemFacts {
     /// One `sysctl` value, trimmed.
     ///
     /// # Errors
-    /// A message naming the command and why it failed.
+    /// A message naming the command and why it failed; off macOS, that this is not macOS.
     fn sysctl(&self, name: &str) -> Result<String, String>;
+
+    /// A user default (`defaults read DOMAIN KEY`), trimmed: `Ok(None)` when it is not set.
+    ///
+    /// # Errors
+    /// A message naming the command and why it failed; off macOS, that this is not macOS.
+    fn user_default(&self, domain: &str, key: &str) -> Result<Option<String>, String>;
+
+    /// The default Metal device's answers, as `capshim probe` reads them (macOS).
+    ///
+    /// # Errors
+    /// Why there is none: Metal returned no device, or this is not macOS.
+    fn metal_device(&self) -> Result<DeviceReport, String>;
+
+    /// The CPU brand a Mac or macOS guest reports (`sysctl machdep.cpu.brand_string`), e.g.
+    /// "Apple M1 Ultra (Virtual)" inside a guest.
+    ///
+    /// # Errors
+    /// As [`SystemFacts::sysctl`].
+    fn cpu_brand(&self) -> Result<String, String> {
+        self.sysctl("machdep.cpu.brand_string")
+    }
+
+    /// The physical memory of this Mac or macOS guest, in bytes (`sysctl hw.memsize`).
+    ///
+    /// # Errors
+    /// As [`SystemFacts::sysctl`], or `sysctl` printed something else than a number.
+    fn physical_memory(&self) -> Result<u64, String> {
+        let text = self.sysctl("hw.memsize")?;
+        text.parse()
+            .map_err(|_| format!("`sysctl -n hw.memsize` printed {text:?}, not a number of bytes"))
+    }
+}
+
+/// Why a macOS fact cannot be read on `os`: "this is linux, not macOS, so there is no
+/// machdep.cpu.brand_string to read".
+pub fn not_macos(os: &str, what: &str) -> String {
+    format!("this is {os}, not macOS, so there is no {what} to read")
 }
 
 /// This machine. `csrutil status` runs at most once per `Real`.
@@ -61,6 +100,8 @@ pub struct Real {
 pub const CSRUTIL: &str = "/usr/bin/csrutil";
 /// Where macOS keeps `sysctl` (as [`CSRUTIL`]).
 pub const SYSCTL: &str = "/usr/sbin/sysctl";
+/// Where macOS keeps `defaults` (as [`CSRUTIL`]).
+pub const DEFAULTS: &str = "/usr/bin/defaults";
 
 /// Runs `program args` and returns its standard output, or a message naming the command.
 fn output_of(program: &str, args: &[&str]) -> Result<String, String> {
@@ -79,12 +120,48 @@ fn output_of(program: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Reads one value with `/usr/sbin/sysctl -n NAME` (macOS), trimmed.
+/// Reads one value with `/usr/sbin/sysctl -n NAME`, trimmed; off macOS, says this is not
+/// macOS.
 ///
 /// # Errors
 /// A message naming the command and why it failed.
 pub fn sysctl(name: &str) -> Result<String, String> {
+    if !cfg!(target_os = "macos") {
+        return Err(not_macos(std::env::consts::OS, name));
+    }
     output_of(SYSCTL, &["-n", name]).map(|text| text.trim().to_string())
+}
+
+/// Reads a user default with `/usr/bin/defaults read DOMAIN KEY`, trimmed: `Ok(None)` when
+/// `defaults` says the pair does not exist.
+///
+/// # Errors
+/// A message naming the command and why it failed; off macOS, that this is not macOS.
+pub fn user_default(domain: &str, key: &str) -> Result<Option<String>, String> {
+    if !cfg!(target_os = "macos") {
+        return Err(not_macos(
+            std::env::consts::OS,
+            &format!("{domain} {key} default"),
+        ));
+    }
+    let output = Command::new(DEFAULTS)
+        .args(["read", domain, key])
+        .output()
+        .map_err(|e| format!("cannot run `{DEFAULTS} read {domain} {key}`: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        Ok(Some(
+            String::from_utf8_lossy(&output.stdout).trim().to_string(),
+        ))
+    } else if stderr.contains("does not exist") {
+        Ok(None)
+    } else {
+        Err(format!(
+            "`{DEFAULTS} read {domain} {key}` failed ({}): {}",
+            output.status,
+            stderr.trim()
+        ))
+    }
 }
 
 impl SystemFacts for Real {
@@ -120,6 +197,23 @@ impl SystemFacts for Real {
     fn sysctl(&self, name: &str) -> Result<String, String> {
         sysctl(name)
     }
+
+    fn user_default(&self, domain: &str, key: &str) -> Result<Option<String>, String> {
+        user_default(domain, key)
+    }
+
+    #[cfg(target_os = "macos")]
+    fn metal_device(&self) -> Result<DeviceReport, String> {
+        super::metal::probe()
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    fn metal_device(&self) -> Result<DeviceReport, String> {
+        Err(format!(
+            "this is {}, not macOS: there is no Metal device",
+            std::env::consts::OS
+        ))
+    }
 }
 
 #[cfg(target_os = "macos")]
@@ -149,93 +243,10 @@ fn extended_attribute(path: &Path, _name: &str) -> Result<Option<Vec<u8>>, Strin
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// Facts a test chooses: every file it did not describe is missing.
 #[cfg(test)]
-#[derive(Debug, Clone)]
-pub struct Fake {
-    /// What `sip()` answers.
-    pub sip: Sip,
-    /// (path, attribute name, value).
-    pub attributes: Vec<(std::path::PathBuf, String, Vec<u8>)>,
-    /// (path, mode bits, file bytes for `binary`).
-    pub files: Vec<(std::path::PathBuf, u32, Vec<u8>)>,
-    /// (sysctl name, value).
-    pub sysctls: Vec<(String, String)>,
-}
-
+mod fake;
 #[cfg(test)]
-impl Fake {
-    /// A Mac with SIP as given and no files.
-    pub fn new(sip: Sip) -> Fake {
-        Fake {
-            sip,
-            attributes: Vec::new(),
-            files: Vec::new(),
-            sysctls: Vec::new(),
-        }
-    }
-
-    /// Adds a file with mode `0o100755` (or `mode`, when not 0) and these bytes.
-    pub fn file(mut self, path: &str, mode: u32, bytes: Vec<u8>) -> Fake {
-        let mode = if mode == 0 { 0o100_755 } else { mode };
-        self.files.push((path.into(), mode, bytes));
-        self
-    }
-
-    /// Sets an extended attribute of a file.
-    pub fn attribute(mut self, path: &str, name: &str, value: &[u8]) -> Fake {
-        self.attributes
-            .push((path.into(), name.to_string(), value.to_vec()));
-        self
-    }
-
-    fn find(&self, path: &Path) -> Option<&(std::path::PathBuf, u32, Vec<u8>)> {
-        self.files.iter().find(|(p, _, _)| p == path)
-    }
-}
-
-#[cfg(test)]
-impl SystemFacts for Fake {
-    fn sip(&self) -> Sip {
-        self.sip.clone()
-    }
-
-    fn extended_attribute(&self, path: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
-        if self.find(path).is_none() {
-            return Err(format!("{}: no such file", path.display()));
-        }
-        Ok(self
-            .attributes
-            .iter()
-            .find(|(p, n, _)| p == path && n == name)
-            .map(|(_, _, v)| v.clone()))
-    }
-
-    fn file_mode(&self, path: &Path) -> Result<u32, String> {
-        self.find(path)
-            .map(|(_, mode, _)| *mode)
-            .ok_or_else(|| format!("{}: no such file", path.display()))
-    }
-
-    fn binary(&self, path: &Path) -> Result<Binary, macho::OpenError> {
-        self.find(path)
-            .map(|(_, _, bytes)| macho::inspect(bytes))
-            .ok_or_else(|| {
-                macho::OpenError::Io(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such file",
-                ))
-            })
-    }
-
-    fn sysctl(&self, name: &str) -> Result<String, String> {
-        self.sysctls
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| format!("unknown oid '{name}'"))
-    }
-}
+pub use fake::Fake;
 
 #[cfg(test)]
 mod tests {
@@ -264,6 +275,43 @@ mod tests {
         );
     }
 
+    #[cfg(not(target_os = "macos"))]
+    #[test]
+    fn off_macos_sysctl_defaults_and_metal_say_why() {
+        let real = Real::default();
+        assert_eq!(
+            real.cpu_brand().unwrap_err(),
+            format!(
+                "this is {}, not macOS, so there is no machdep.cpu.brand_string to read",
+                std::env::consts::OS
+            )
+        );
+        assert!(real.physical_memory().unwrap_err().contains("hw.memsize"));
+        assert!(real.metal_device().unwrap_err().contains("not macOS"));
+        assert!(
+            real.user_default("d", "k")
+                .unwrap_err()
+                .contains("not macOS")
+        );
+    }
+
+    #[test]
+    fn cpu_brand_and_memory_come_from_sysctl() {
+        let mac = Fake::guest("Apple M1 Ultra (Virtual)", 16 << 30);
+        assert_eq!(mac.cpu_brand().as_deref(), Ok("Apple M1 Ultra (Virtual)"));
+        assert_eq!(mac.physical_memory(), Ok(16 << 30));
+        let odd = Fake::new(Sip::Enabled).with_sysctl("hw.memsize", "lots");
+        assert!(odd.physical_memory().unwrap_err().contains("\"lots\""));
+        assert!(Fake::new(Sip::Enabled).cpu_brand().is_err());
+        let linux = Fake::linux();
+        assert!(
+            linux
+                .cpu_brand()
+                .unwrap_err()
+                .starts_with("this is linux, not macOS")
+        );
+    }
+
     #[test]
     fn the_fake_answers_what_it_was_given() {
         let fake = Fake::new(Sip::Disabled)
@@ -280,5 +328,23 @@ mod tests {
         assert_eq!(fake.binary(lib).unwrap(), Binary::Unknown);
         assert!(fake.file_mode(Path::new("/elsewhere")).is_err());
         assert!(fake.sysctl("kern.osversion").is_err());
+        assert!(fake.metal_device().is_err());
+        let fake = fake.with_default("d", "k", "1");
+        assert_eq!(fake.user_default("d", "k"), Ok(Some("1".to_string())));
+        assert_eq!(fake.user_default("d", "other"), Ok(None));
+        let device = DeviceReport::new(
+            Some("Apple Paravirtual device".into()),
+            &capshim_profile::device::Answers::paravirtual_stock(),
+            None,
+            None,
+        );
+        let fake = fake.with_device(device.clone());
+        assert_eq!(fake.metal_device(), Ok(device));
+        assert!(
+            Fake::linux()
+                .with_device(fake.device.unwrap())
+                .metal_device()
+                .is_err()
+        );
     }
 }
