@@ -6,6 +6,7 @@ pub mod json;
 pub mod markdown;
 pub mod svg;
 
+use crate::analysis::interval::{MAX_ROUNDS_ESTIMATE, NOISE, percent_text};
 use crate::analysis::{ArmStats, Summary};
 
 /// Why a format could not be rendered.
@@ -44,6 +45,46 @@ pub fn format_ts(stats: Option<&ArmStats>) -> String {
 /// A speedup as `11.08×`, or `—` when it cannot be computed.
 pub fn format_speedup(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}×"))
+}
+
+/// The main table's speedup: `7.20× [7.13 7.26] faster` with an interval and its verdict,
+/// `7.20×` without one, `—` without a stock reference.
+pub fn format_speedup_claim(stats: &ArmStats) -> String {
+    let point = format_speedup(stats.speedup_vs_stock);
+    match (stats.speedup_ci95, stats.verdict) {
+        (Some(ci), Some(verdict)) if stats.speedup_vs_stock.is_some() => {
+            format!("{point} [{:.2} {:.2}] {}", ci.low, ci.high, verdict.text())
+        }
+        _ => point,
+    }
+}
+
+/// The interval's half-width as `±3.1%`, or `—` without an interval.
+pub fn format_half_width(stats: &ArmStats) -> String {
+    stats
+        .speedup_precision
+        .map_or_else(|| "—".into(), |p| format!("±{:.1}%", p.half_width * 100.0))
+}
+
+/// How precise the speedup is: `within ±2%` when the half-width is within the noise band,
+/// else the rounds that would bring it there (`~28 rounds for ±2%`); `no interval (2 of 4
+/// rounds)` below the minimum; empty without a comparison.
+pub fn format_precision(stats: &ArmStats) -> String {
+    let band = percent_text(NOISE);
+    if let Some(p) = stats.speedup_precision {
+        if p.half_width <= NOISE {
+            format!("within ±{band}%")
+        } else {
+            match p.rounds_for_noise_band {
+                Some(n) => format!("~{n} rounds for ±{band}%"),
+                None => format!("over {MAX_ROUNDS_ESTIMATE} rounds for ±{band}%"),
+            }
+        }
+    } else if stats.speedup_no_interval.is_some() {
+        "no interval (see below)".into()
+    } else {
+        String::new()
+    }
 }
 
 /// A percentage as `98.25%`, or `—` when it cannot be computed.
