@@ -1,5 +1,6 @@
 //! `cargo xtask <task>`: capshim's developer tasks.
 
+mod aa_study;
 mod checks;
 mod demo;
 mod dist;
@@ -25,6 +26,9 @@ enum Task {
     /// Cross-build libcapshim.dylib (and the capshim CLI) for aarch64-apple-darwin into
     /// dist/, and verify the Mach-O files.
     Dist(dist::Args),
+    /// Run K A/A benches of `capshim bench` at its defaults with the real llama-bench, and
+    /// print how often the interval excluded 1.00 and how wide it was (docs/bench.md).
+    AaStudy(aa_study::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().task {
         Task::Demo(args) => demo::run(args),
         Task::Dist(args) => dist::run(args),
+        Task::AaStudy(args) => aa_study::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
