@@ -31,10 +31,15 @@ pub struct Args {
     /// Where the bundles go [default: target/aa-study/<unix time>].
     #[arg(short = 'o', long, value_name = "DIR")]
     output: Option<PathBuf>,
-    /// Extra `capshim bench` arguments (after `--`), e.g. `-- --rounds 6` to study another
-    /// setting; none for the defaults.
-    #[arg(last = true, value_name = "BENCH_ARGS")]
-    bench_args: Vec<String>,
+    /// `capshim bench --rounds` [default: bench's own].
+    #[arg(long, value_name = "K")]
+    rounds: Option<u32>,
+    /// `capshim bench -r` [default: bench's own].
+    #[arg(short = 'r', long, value_name = "N")]
+    repetitions: Option<u32>,
+    /// llama-bench arguments passed after `capshim bench ... --`, e.g. `-- -t 1`.
+    #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
+    llama_args: Vec<String>,
 }
 
 /// One A/A bench's figures for one test.
@@ -106,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .arg(&llama_bench)
             .args(["--profile", "again=stock", "--json", "-o"])
             .arg(&bundle)
-            .args(&args.bench_args)
+            .args(bench_args(&args))
             .stderr(Stdio::null())
             .output()
             .context("cannot run capshim bench")?;
@@ -146,6 +151,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     print!("{}", table(&args, &outcomes, &loads, &out));
     Ok(())
+}
+
+/// The `capshim bench` arguments the study adds to `--profile again=stock`.
+fn bench_args(args: &Args) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(k) = args.rounds {
+        out.extend(["--rounds".to_string(), k.to_string()]);
+    }
+    if let Some(r) = args.repetitions {
+        out.extend(["-r".to_string(), r.to_string()]);
+    }
+    if !args.llama_args.is_empty() {
+        out.push("--".into());
+        out.extend(args.llama_args.iter().cloned());
+    }
+    out
 }
 
 /// llama-bench and the model: given, or from the llama.cpp cache of scripts/llama/build.sh.
@@ -208,8 +229,8 @@ fn table(args: &Args, outcomes: &[Outcome], loads: &[f64], out: &Path) -> String
         "A/A study: {} benches of `capshim bench --profile again=stock{}{}` with {} CPU-bound \
          process(es) beside; load average before each bench: median {:.2}, max {:.2}; bundles in {}\n\n",
         args.runs,
-        if args.bench_args.is_empty() { "" } else { " " },
-        args.bench_args.join(" "),
+        if bench_args(args).is_empty() { "" } else { " " },
+        bench_args(args).join(" "),
         args.busy,
         median(&mut loads.to_vec()).unwrap_or(0.0),
         loads.iter().copied().fold(0.0, f64::max),
@@ -247,4 +268,45 @@ fn table(args: &Args, outcomes: &[Outcome], loads: &[f64], out: &Path) -> String
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn llama_bench_arguments_go_after_the_double_dash() {
+        let cli = Cli::parse_from(["x", "--runs", "3", "--rounds", "6", "--", "-t", "1"]);
+        assert_eq!(cli.args.runs, 3);
+        assert_eq!(bench_args(&cli.args), ["--rounds", "6", "--", "-t", "1"]);
+        let cli = Cli::parse_from(["x"]);
+        assert!(bench_args(&cli.args).is_empty(), "the defaults add nothing");
+    }
+
+    #[test]
+    fn the_table_counts_intervals_that_exclude_one() {
+        let cli = Cli::parse_from(["x", "--runs", "3"]);
+        let o = |low: f64, high: f64, verdict: &str| Outcome {
+            test: "pp512".into(),
+            speedup: (low * high).sqrt(),
+            interval: Some((low, high)),
+            half_width: Some((high / low).sqrt() - 1.0),
+            verdict: verdict.into(),
+        };
+        let outcomes = [
+            o(0.9, 1.1, "inconclusive"),
+            o(1.01, 1.2, "inconclusive"),
+            o(0.99, 1.01, "no_measurable_difference"),
+        ];
+        let text = table(&cli.args, &outcomes, &[1.0, 2.0, 3.0], Path::new("out"));
+        assert!(text.contains("| pp512 | 3 | 3 | 1 | 33.3% |"), "{text}");
+        assert!(text.contains("median 2.00, max 3.00"), "{text}");
+    }
 }

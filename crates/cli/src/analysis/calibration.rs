@@ -251,8 +251,9 @@ fn tally(
 const RUNS: usize = 1500;
 /// Lowest acceptable coverage of the nominal 95% interval.
 const FLOOR: f64 = 0.93;
-/// Highest acceptable rate of one wrong verdict (nominal 2.5%, plus sampling slack).
-const WRONG_CALL: f64 = 0.035;
+/// Highest acceptable rate of one wrong verdict: nominal 2.5%, plus sampling slack (the
+/// binomial standard error at 2.5% is 0.4%; some 40 rates are checked at the band's edges).
+const WRONG_CALL: f64 = 0.04;
 /// Process counts: from the minimum through the default (10) to long runs.
 const ROUND_GRID: [usize; 6] = [MIN_ROUNDS, 5, 6, 10, 16, 40];
 const NOISE_GRID: [(&str, Noise); 3] = [("quiet", QUIET), ("typical", TYPICAL), ("busy", BUSY)];
@@ -313,6 +314,8 @@ fn the_interval_covers_the_true_ratio_and_verdicts_keep_their_error_rates() {
             }
         }
     }
+    // `cargo test calibration -- --nocapture` shows every grid point.
+    eprintln!("{}", lines.join("\n"));
     assert!(
         failures.is_empty(),
         "miscalibrated:\n{}",
@@ -340,7 +343,12 @@ fn the_check_fails_a_wrong_method() {
         one_df < FLOOR,
         "n − 1 degrees of freedom covered {one_df:.3}"
     );
+    eprintln!(
+        "worst coverage: capshim {:.3}, n − 1 df {one_df:.3}",
+        worst(capshim)
+    );
     let pooled = worst(samples_as_units);
+    eprintln!("worst coverage, samples as units: {pooled:.3}");
     assert!(pooled < 0.8, "samples as units covered {pooled:.3}");
 }
 
