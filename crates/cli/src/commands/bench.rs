@@ -35,8 +35,8 @@ Samples of one llama-bench process share its conditions, so the unit of the inte
 each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
 interval is Student's t over rounds (an AB/BA crossover: rounds - 2 degrees of freedom). It needs
 at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says how
-many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster`: faster or slower only
-when the whole interval lies beyond the ±{band}% noise band, `no measurable difference` when it lies
+many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired estimate,
+its interval, the verdict): faster or slower only when the whole interval lies beyond the ±{band}% noise band, `no measurable difference` when it lies
 within it, `inconclusive` otherwise. Each arm's line gives the half-width (±%) and, when wider than
 ±{band}%, about how many rounds would bring it within. More rounds narrow the interval; more -r barely
 does. docs/bench.md derives the method and gives A/A figures.

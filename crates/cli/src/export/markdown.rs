@@ -125,8 +125,9 @@ pub fn render(summary: &Summary) -> String {
     let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.");
     if summary.stock.is_some() {
         out.push_str(&format!(
-            " Speedup: arm median / stock median, its {level}% confidence interval and what it shows: faster or \
-             slower only when the whole interval lies beyond ±{band}%, no measurable difference when it lies within."
+            " Speedup: with {level}% confidence interval, the estimate from paired rounds (each round's arm median / \
+             stock median), its interval and what it shows: faster or slower only when the whole interval lies \
+             beyond ±{band}%, no measurable difference when it lies within; without, arm median / stock median."
         ));
     }
     out.push_str("\n\n");
@@ -134,8 +135,8 @@ pub fn render(summary: &Summary) -> String {
 
     // Details: every arm's spread and the speedup's interval and precision.
     out.push_str(&format!(
-        "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, and \
-         the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
+        "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
+         ratio of medians (speedup), and the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
          the same round; Student's t over rounds), its half-width, and the rounds that would bring it within \
          ±{band}%.\n\n"
     ));
