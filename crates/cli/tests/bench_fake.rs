@@ -61,7 +61,7 @@ impl Setup {
 }
 
 #[test]
-fn writes_a_sealed_bundle_in_abba_order() {
+fn writes_a_sealed_bundle_in_schedule_order() {
     let s = setup();
     let out = s.tmp.path().join("bundle");
     let log = s.tmp.path().join("runs.log");
@@ -75,7 +75,8 @@ fn writes_a_sealed_bundle_in_abba_order() {
         .stderr(predicate::str::contains("evidence bundle:"));
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
 
-    // ABBA, and the injection variable only in the unlocked arm.
+    // Rounds 1 and 2 run forward (3 and 4 would run reversed), and the injection variable
+    // only in the unlocked arm.
     let shim = s.shim.display().to_string();
     let runs: Vec<String> = read(&log).lines().map(str::to_string).collect();
     assert_eq!(
@@ -83,8 +84,8 @@ fn writes_a_sealed_bundle_in_abba_order() {
         vec![
             "stock inject=none".to_string(),
             format!("unlocked inject={shim}"),
-            format!("unlocked inject={shim}"),
             "stock inject=none".to_string(),
+            format!("unlocked inject={shim}"),
         ]
     );
 

@@ -185,7 +185,7 @@ fn paired_files_give_an_interval_and_a_verdict() {
             &format!("u{i}.json"),
             &[result("m", 512, 0, &u)],
         ));
-        let a: Vec<f64> = s.iter().map(|v| v * [1.05, 0.93, 1.08, 0.96][i]).collect();
+        let a: Vec<f64> = s.iter().map(|v| v * [1.05, 1.08, 0.93, 0.96][i]).collect();
         again.push(write_json(
             tmp.path(),
             &format!("a{i}.json"),

@@ -5,13 +5,16 @@
 //! conditions (placement, clock, neighbours), so they say little about the next process.
 //! Each round runs every arm once, next to each other; round `i` gives one figure per arm,
 //! the median of that process's `samples_ts`, and one paired log ratio
-//! `d_i = ln(arm_i / stock_i)`. Odd rounds run the arms in one order, even rounds in the
-//! other (ABBA), so the rounds form the two sequences of an AB/BA crossover: the estimate is
-//! the mean of the two sequences' mean log ratios, which cancels a period effect (the arm that
-//! runs second is faster) and a linear drift, and its variance comes from the spread of `d_i`
-//! within each sequence, with `n − 2` degrees of freedom (Student's t). Everything a round
-//! shares with its neighbour cancels in `d_i`; what differs between two adjacent processes
-//! is the noise the interval measures.
+//! `d_i = ln(arm_i / stock_i)`. Rounds run the arms in the listed order or in reverse, in pairs
+//! of rounds ([`reversed`]: forward, forward, reverse, reverse, ...), so the rounds form the two
+//! sequences of an AB/BA crossover: the estimate is the mean of the two sequences' mean log
+//! ratios, which cancels a period effect (the arm that runs second is faster) and a linear
+//! drift, and its variance comes from the spread of `d_i` within each sequence, with `n − 2`
+//! degrees of freedom (Student's t). Everything a round shares with its neighbour cancels in
+//! `d_i`. Reversing in pairs, not every round (ABBA), puts the same arm twice in a row at only
+//! half of the round boundaries: conditions that linger from one process into the next then
+//! help one arm as often as the other, instead of always the same one across a boundary, which
+//! made neighbouring rounds' ratios correlate and the ABBA interval too narrow.
 
 use serde::Serialize;
 
@@ -108,8 +111,15 @@ pub fn verdict(interval: &Interval) -> Verdict {
     }
 }
 
-/// One round of a comparison: its number (odd and even rounds ran the arms in opposite
-/// orders) and each side's per-process figure, the median `samples_ts` in tokens/s.
+/// Whether round `round` (1-based) runs the arms in reverse order: rounds 1 and 2 forward,
+/// 3 and 4 reversed, 5 and 6 forward, ... The bench schedule and the interval's two sequences
+/// both follow it.
+pub fn reversed(round: u32) -> bool {
+    (round.saturating_sub(1) / 2) % 2 == 1
+}
+
+/// One round of a comparison: its number (which gives its run order, [`reversed`]) and each
+/// side's per-process figure, the median `samples_ts` in tokens/s.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RoundPair {
     /// 1-based round.
@@ -166,7 +176,7 @@ impl NoInterval {
         match self {
             NoInterval::TooFewRounds { paired } => format!(
                 "no interval: {paired} round{} with both arms; the interval needs at least {MIN_ROUNDS} \
-                 (llama-bench processes per arm, run in alternating order: capshim bench --rounds {MIN_ROUNDS} or more)",
+                 (llama-bench processes per arm, run in both orders: capshim bench --rounds {MIN_ROUNDS} or more)",
                 if *paired == 1 { "" } else { "s" }
             ),
             NoInterval::OneOrder => format!(
@@ -198,7 +208,7 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         if !ok(p.arm) || !ok(p.reference) {
             return Err(NoInterval::BadValue);
         }
-        groups[(p.round % 2) as usize].push((p.arm / p.reference).ln());
+        groups[usize::from(reversed(p.round))].push((p.arm / p.reference).ln());
     }
     if groups.iter().any(Vec::is_empty) {
         return Err(NoInterval::OneOrder);
@@ -386,27 +396,27 @@ mod tests {
 
     #[test]
     fn the_interval_is_the_crossover_t_interval() {
-        // Odd rounds: log ratios a, even rounds: b; by hand.
-        let ratios = [1.10, 0.98, 1.06, 1.00, 1.08, 0.96];
+        // Forward rounds (1, 2, 5, 6) and reversed ones (3, 4, 7, 8); by hand.
+        let ratios = [1.10, 1.06, 0.98, 1.00, 1.08, 1.04, 0.96, 0.97];
         let p = paired_ratio(&pairs(&ratios)).unwrap();
         let logs: Vec<f64> = ratios.iter().map(|r: &f64| r.ln()).collect();
-        let odd = [logs[0], logs[2], logs[4]];
-        let even = [logs[1], logs[3], logs[5]];
+        let odd = [logs[0], logs[1], logs[4], logs[5]];
+        let even = [logs[2], logs[3], logs[6], logs[7]];
         let mean = |g: &[f64]| g.iter().sum::<f64>() / g.len() as f64;
         let ss = |g: &[f64]| g.iter().map(|d| (d - mean(g)).powi(2)).sum::<f64>();
-        let sd = ((ss(&odd) + ss(&even)) / 4.0).sqrt();
-        let se = sd / 2.0 * (2.0f64 / 3.0).sqrt();
+        let sd = ((ss(&odd) + ss(&even)) / 6.0).sqrt();
+        let se = sd / 2.0 * (2.0f64 / 4.0).sqrt();
         let center = (mean(&odd) + mean(&even)) / 2.0;
-        let t = 2.7764; // 4 df
-        assert_eq!((p.rounds, p.df), (6, 4));
+        let t = 2.4469; // 6 df
+        assert_eq!((p.rounds, p.df), (8, 6));
         assert!((p.sd_log - sd).abs() < 1e-12);
         assert!((p.center - center.exp()).abs() < 1e-12);
         assert!((p.interval.low - (center - t * se).exp()).abs() < 1e-4);
         assert!((p.interval.high - (center + t * se).exp()).abs() < 1e-4);
         assert!((p.half_width - ((t * se).exp() - 1.0)).abs() < 1e-4);
         assert_eq!(p.interval.level, CONFIDENCE_LEVEL);
-        // A period effect (+5% in odd rounds, −5% in even ones) is not noise: it cancels.
-        let p = paired_ratio(&pairs(&[1.05, 0.95, 1.05, 0.95, 1.05, 0.95])).unwrap();
+        // A period effect (+5% in forward rounds, −5% in reversed ones) is not noise: it cancels.
+        let p = paired_ratio(&pairs(&[1.05, 1.05, 0.95, 0.95, 1.05, 1.05])).unwrap();
         assert!(p.sd_log < 1e-12 && (p.center - (1.05f64 * 0.95).sqrt()).abs() < 1e-12);
     }
 
@@ -420,10 +430,11 @@ mod tests {
             assert!(text.contains("--rounds 4"), "{text}");
         }
         assert!(paired_ratio(&pairs(&[1.0; MIN_ROUNDS])).is_ok());
-        // Only odd rounds: one order.
-        let odd: Vec<RoundPair> = (0..6)
-            .map(|i| RoundPair {
-                round: 2 * i + 1,
+        // Only forward rounds (1, 2, 5, 6, 9, 10): one order.
+        let odd: Vec<RoundPair> = [1, 2, 5, 6, 9, 10]
+            .into_iter()
+            .map(|round| RoundPair {
+                round,
                 arm: 10.0,
                 reference: 10.0,
             })
@@ -432,6 +443,15 @@ mod tests {
         let mut bad = pairs(&[1.0; 6]);
         bad[2].reference = 0.0;
         assert_eq!(paired_ratio(&bad), Err(NoInterval::BadValue));
+    }
+
+    #[test]
+    fn rounds_reverse_in_pairs() {
+        let orders: String = (1..=10)
+            .map(|r| if reversed(r) { 'R' } else { 'F' })
+            .collect();
+        assert_eq!(orders, "FFRRFFRRFF");
+        assert!(!reversed(0));
     }
 
     #[test]

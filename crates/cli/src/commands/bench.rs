@@ -25,8 +25,8 @@ Arms: `stock` (no shim) and one per --profile (default: apple9-64k, the publishe
 Apple families through Apple9 (1009), 65536 bytes of threadgroup memory). `--profile LABEL=NAME`
 names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check. Each arm runs
 llama-bench as a fresh process (`-o json`, added by capshim), once per round (default: 10 rounds of
--r 3); rounds alternate the arm order (stock, unlocked, unlocked, stock, ...) so drift hits every
-arm alike. The shim is injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into
+-r 3); pairs of rounds alternate the arm order (stock, unlocked, stock, unlocked, then unlocked,
+stock, unlocked, stock, ...) so drift and the position in a round hit every arm alike. The shim is injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into
 arms with a profile; an arm whose shim did not hook a device is an error unless --allow-inactive.
 `--profile host` matches this machine's CPU brand, or the one given with --cpu-brand.
 
@@ -119,7 +119,7 @@ pub struct BenchArgs {
     )]
     pub n_gen: String,
 
-    /// Rounds: each arm runs once per round, in alternating order. The speedup's interval
+    /// Rounds: each arm runs once per round; pairs of rounds alternate the order. The speedup's interval
     /// needs at least 4; each round is one paired observation of it.
     #[arg(long = "rounds", default_value_t = 10, value_name = "K")]
     pub rounds: u32,
