@@ -242,24 +242,30 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
     })
 }
 
-/// The smallest even round count `n ≥ MIN_ROUNDS` whose balanced crossover interval has a
-/// half-width within `target` (a fraction) when one round's log ratio varies with standard
-/// deviation `sd_log`: `t(n − 2) × sd_log / √n ≤ ln(1 + target)`. `None` above
+/// The smallest round count `n ≥ MIN_ROUNDS` whose crossover interval, with bench's run
+/// orders ([`reversed`]), has a half-width within `target` (a fraction) when one round's log
+/// ratio varies with standard deviation `sd_log`:
+/// `t(n − 2) × sd_log / 2 × √(1/n_forward + 1/n_reversed) ≤ ln(1 + target)`. `None` above
 /// [`MAX_ROUNDS_ESTIMATE`].
 pub fn rounds_for_half_width(sd_log: f64, target: f64) -> Option<usize> {
     let limit = (1.0 + target).ln();
-    let fits = |n: usize| t_quantile(CONFIDENCE_LEVEL, n - 2) * sd_log / (n as f64).sqrt() <= limit;
-    // t(n − 2) exceeds the normal quantile z, so n is at least (z × sd_log / limit)²; from
-    // there a few steps find it.
+    let reach = |n: usize| {
+        // Rounds 1, 2 forward, 3, 4 reversed, ...: per 4 rounds, 2 of each.
+        let forward = n / 4 * 2 + (n % 4).min(2);
+        let reversed = n - forward;
+        let spread = (1.0 / forward as f64 + 1.0 / reversed as f64).sqrt() / 2.0;
+        t_quantile(CONFIDENCE_LEVEL, n - 2) * sd_log * spread
+    };
+    // t(n − 2) exceeds the normal quantile z and the orders' spread is at least 1/√n, so n is
+    // at least (z × sd_log / limit)²; from there a few steps find it.
     let z = normal_quantile(CONFIDENCE_LEVEL);
     let floor = (z * sd_log / limit).powi(2).ceil();
     if !floor.is_finite() || floor > MAX_ROUNDS_ESTIMATE as f64 {
         return None;
     }
     let mut n = (floor as usize).max(MIN_ROUNDS);
-    n += n % 2;
-    while !fits(n) {
-        n += 2;
+    while reach(n) > limit {
+        n += 1;
         if n > MAX_ROUNDS_ESTIMATE {
             return None;
         }
@@ -479,14 +485,43 @@ mod tests {
 
     #[test]
     fn rounds_needed_bring_the_half_width_into_the_band() {
+        // n rounds of bench's orders whose log ratios spread by exactly `sd` within each order.
+        let rounds_with = |n: usize, sd: f64| -> Vec<RoundPair> {
+            let order = |r: u32| usize::from(reversed(r));
+            let sizes = [0, 1].map(|o| (1..=n as u32).filter(|r| order(*r) == o).count());
+            let mut seen = [0usize; 2];
+            let deviations: Vec<f64> = (1..=n as u32)
+                .map(|r| {
+                    let o = order(r);
+                    seen[o] += 1;
+                    (seen[o] - 1) as f64 - (sizes[o] - 1) as f64 / 2.0
+                })
+                .collect();
+            let squares: f64 = deviations.iter().map(|e| e * e).sum();
+            let scale = if squares > 0.0 {
+                sd * ((n - 2) as f64 / squares).sqrt()
+            } else {
+                0.0
+            };
+            deviations
+                .iter()
+                .enumerate()
+                .map(|(i, e)| RoundPair {
+                    round: i as u32 + 1,
+                    arm: 100.0 * (e * scale).exp(),
+                    reference: 100.0,
+                })
+                .collect()
+        };
         for sd in [0.0, 0.005, 0.02, 0.05, 0.2] {
             let n = rounds_for_half_width(sd, NOISE).unwrap();
-            assert!(n >= MIN_ROUNDS && n % 2 == 0);
-            let reach = |n: usize| t_quantile(CONFIDENCE_LEVEL, n - 2) * sd / (n as f64).sqrt();
-            assert!(reach(n) <= (1.0 + NOISE).ln());
+            assert!(n >= MIN_ROUNDS);
+            let at = |n: usize| paired_ratio(&rounds_with(n, sd)).unwrap();
+            assert!((at(n).sd_log - sd).abs() < 1e-12);
+            assert!(at(n).half_width <= NOISE + 1e-12, "{sd}: {n}");
             if n > MIN_ROUNDS {
                 assert!(
-                    reach(n - 2) > (1.0 + NOISE).ln(),
+                    at(n - 1).half_width > NOISE,
                     "{sd}: {n} is not the smallest"
                 );
             }
