@@ -1,5 +1,6 @@
 //! `cargo xtask <task>`: capshim's developer tasks.
 
+mod aa_study;
 mod checks;
 mod demo;
 mod dist;
@@ -29,6 +30,9 @@ enum Task {
     Dist(dist::Args),
     /// Write the capshim(1) man pages (one per subcommand) into target/man.
     Man(man::Args),
+    /// Run K A/A benches of `capshim bench` at its defaults with the real llama-bench, and
+    /// print how often the interval excluded 1.00 and how wide it was (docs/bench.md).
+    AaStudy(aa_study::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Task::Demo(args) => demo::run(args),
         Task::Dist(args) => dist::run(args),
         Task::Man(args) => man::run(args),
+        Task::AaStudy(args) => aa_study::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

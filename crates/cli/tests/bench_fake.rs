@@ -34,26 +34,34 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    /// `capshim bench` with the fake llama-bench, the model, the shim and `-r 3 -p 64 -n 16`.
+    /// `capshim bench` with the fake llama-bench, the model, the shim and `-r 3 -p 64 -n 16
+    /// --rounds 2`.
     fn bench(&self, out: &Path) -> assert_cmd::Command {
         self.bench_with(out, &self.shim)
     }
 
     /// As [`Setup::bench`], with another shim library path.
     fn bench_with(&self, out: &Path, shim: &Path) -> assert_cmd::Command {
+        self.bench_rounds(out, shim, 2)
+    }
+
+    /// As [`Setup::bench_with`], with `rounds` rounds.
+    fn bench_rounds(&self, out: &Path, shim: &Path, rounds: u32) -> assert_cmd::Command {
         let mut cmd = bench(&self.llama, &self.model);
         cmd.current_dir(self.tmp.path())
             .env_remove("FAKE_HOOK")
             .arg("--dylib")
             .arg(shim)
-            .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
+            .args(["-r", "3", "-p", "64", "-n", "16", "--rounds"])
+            .arg(rounds.to_string())
+            .arg("-o")
             .arg(out);
         cmd
     }
 }
 
 #[test]
-fn writes_a_sealed_bundle_in_abba_order() {
+fn writes_a_sealed_bundle_in_schedule_order() {
     let s = setup();
     let out = s.tmp.path().join("bundle");
     let log = s.tmp.path().join("runs.log");
@@ -67,7 +75,8 @@ fn writes_a_sealed_bundle_in_abba_order() {
         .stderr(predicate::str::contains("evidence bundle:"));
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
 
-    // ABBA, and the injection variable only in the unlocked arm.
+    // Rounds 1 and 2 run forward (3 and 4 would run reversed), and the injection variable
+    // only in the unlocked arm.
     let shim = s.shim.display().to_string();
     let runs: Vec<String> = read(&log).lines().map(str::to_string).collect();
     assert_eq!(
@@ -75,8 +84,8 @@ fn writes_a_sealed_bundle_in_abba_order() {
         vec![
             "stock inject=none".to_string(),
             format!("unlocked inject={shim}"),
-            format!("unlocked inject={shim}"),
             "stock inject=none".to_string(),
+            format!("unlocked inject={shim}"),
         ]
     );
 
@@ -150,7 +159,14 @@ fn writes_a_sealed_bundle_in_abba_order() {
     assert_eq!(u["speedup_vs_stock"], 10.0);
     assert_eq!(u["samples"], 6);
     assert_eq!(u["rounds"].as_array().unwrap().len(), 2);
-    assert!(u["speedup_ci95"]["low"].as_f64().unwrap() <= 10.0);
+    // Two rounds are below the interval's minimum: none, and the report says why.
+    assert!(u["speedup_ci95"].is_null() && u["verdict"].is_null(), "{u}");
+    let why = u["speedup_no_interval"].as_str().unwrap();
+    assert!(
+        why.contains("2 rounds with both arms") && why.contains("--rounds 4"),
+        "{why}"
+    );
+    assert!(report_md.contains(why), "{report_md}");
     assert_eq!(summary["activation"]["apple9-64k"]["activated"], true);
     assert_eq!(
         summary["bundle"]["arms"][1]["runs"][0]["status"],
@@ -196,7 +212,9 @@ fn writes_a_sealed_bundle_in_abba_order() {
     assert!(svg.starts_with("<svg") && svg.contains("pp64") && svg.contains("apple9-64k"));
     let csv = read(&out.join("results.csv"));
     assert!(
-        csv.starts_with("workload,test,metric,unit,stock,apple9-64k,speedup apple9-64k\n"),
+        csv.starts_with(
+            "workload,test,metric,unit,stock,apple9-64k,speedup apple9-64k,ci95_low apple9-64k,"
+        ),
         "{csv}"
     );
 
@@ -439,10 +457,10 @@ fn aa_check_baseline_and_side_by_side_bundles() {
             result("fake", 0, 16, &[200.0]),
         ],
     );
-    // A/A: a second stock arm; its speedup interval contains 1.
+    // A/A: a second stock arm; its speedup interval contains 1, inside the noise band.
     let aa = s.tmp.path().join("aa");
-    s.bench(&aa)
-        .args(["--profile", "again=stock", "--rounds", "3", "--baseline"])
+    s.bench_rounds(&aa, &s.shim, 4)
+        .args(["--profile", "again=stock", "--baseline"])
         .arg(&host)
         .assert()
         .success();
@@ -452,6 +470,8 @@ fn aa_check_baseline_and_side_by_side_bundles() {
         assert_eq!(again["speedup_vs_stock"], 1.0);
         let ci = &again["speedup_ci95"];
         assert!(ci["low"].as_f64().unwrap() <= 1.0 && 1.0 <= ci["high"].as_f64().unwrap());
+        assert_eq!(again["verdict"], "no_measurable_difference");
+        assert_eq!(again["speedup_precision"]["rounds"], 4);
         assert!(row["arms"]["stock"]["percent_of_host"].is_number());
     }
     assert_eq!(summary["host"], "host");
@@ -589,7 +609,7 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
             .arg("--dylib")
             .arg(&s.shim)
             .arg("--allow-inactive")
-            .args(["-r", "3", "-p", "64", "-n", "16", "-o"])
+            .args(["-r", "3", "-p", "64", "-n", "16", "--rounds", "2", "-o"])
             .arg(&out);
         let mut child = cmd
             .process_group(0)
@@ -737,4 +757,61 @@ fn llama_dir_finds_llama_bench_and_names_a_missing_one() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("cannot be used with"));
+}
+
+/// A bundle written before intervals were computed per round (no `schema_version` in
+/// summary.json, a bootstrap interval in report.md) still renders from its raw files: two
+/// rounds give no interval, and the report says why and how many rounds are needed.
+#[test]
+fn an_older_two_round_bundle_renders_without_an_interval() {
+    let s = setup();
+    let out = s.tmp.path().join("old");
+    s.bench(&out).env("FAKE_HOOK", "1").assert().success();
+    let summary = read(&out.join("summary.json"));
+    let old = summary.replace("\"schema_version\": 2,\n", "");
+    assert_ne!(old, summary);
+    std::fs::write(out.join("summary.json"), old).unwrap();
+    std::fs::write(
+        out.join("report.md"),
+        "| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n",
+    )
+    .unwrap();
+    let resealed = std::process::Command::new("sh")
+        .current_dir(&out)
+        .args([
+            "-c",
+            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
+        ])
+        .status()
+        .unwrap();
+    assert!(resealed.success());
+    let assert = capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("written by an older capshim"))
+        .stderr(predicate::str::contains("re-computed from them"));
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("| fake  | pp64 | 1000.00 |   10000.00 |  10.00× |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("no interval: 2 rounds with both arms; the interval needs at least 4"),
+        "{stdout}"
+    );
+    // A current bundle whose report.md was edited is still refused.
+    let current = s.tmp.path().join("current");
+    s.bench(&current).env("FAKE_HOOK", "1").assert().success();
+    std::fs::write(current.join("report.md"), "edited\n").unwrap();
+    std::process::Command::new("sh")
+        .current_dir(&current)
+        .args([
+            "-c",
+            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
+        ])
+        .status()
+        .unwrap();
+    assert_report_refuses(&current, "report.md does not match the raw data");
 }

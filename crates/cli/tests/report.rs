@@ -155,8 +155,92 @@ fn json_has_the_documented_shape() {
     assert!(unlocked["min_ts"].as_f64().unwrap() < 4786.70);
     assert!(unlocked["max_ts"].as_f64().unwrap() > 4786.70);
     assert!(row["arms"]["host"]["percent_of_host"].is_null());
-    let ci = &unlocked["speedup_ci95"];
-    assert!(ci["low"].as_f64().unwrap() <= speedup && speedup <= ci["high"].as_f64().unwrap());
+    // One file per arm (stock: two): one paired round, no interval, and why.
+    assert!(unlocked["speedup_ci95"].is_null(), "{unlocked}");
+    assert!(unlocked["verdict"].is_null() && unlocked["speedup_precision"].is_null());
+    let why = unlocked["speedup_no_interval"].as_str().unwrap();
+    assert!(why.contains("the interval needs at least 4"), "{why}");
+    assert_eq!(v["statistics"]["confidence_level"], 0.95);
+    assert_eq!(v["statistics"]["noise_band"], 0.02);
+}
+
+/// Four files per arm, given in run order, are four paired rounds: an interval, a verdict and
+/// the precision, in every format.
+#[test]
+fn paired_files_give_an_interval_and_a_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut stock = Vec::new();
+    let mut unlocked = Vec::new();
+    let mut again = Vec::new();
+    for (i, wobble) in [1.0, 1.02, 0.97, 1.01].iter().enumerate() {
+        let s = [431.0 * wobble, 433.0 * wobble, 429.0 * wobble];
+        stock.push(write_json(
+            tmp.path(),
+            &format!("s{i}.json"),
+            &[result("m", 512, 0, &s)],
+        ));
+        let u: Vec<f64> = s.iter().map(|v| v * 11.08).collect();
+        unlocked.push(write_json(
+            tmp.path(),
+            &format!("u{i}.json"),
+            &[result("m", 512, 0, &u)],
+        ));
+        let a: Vec<f64> = s.iter().map(|v| v * [1.05, 1.08, 0.93, 0.96][i]).collect();
+        again.push(write_json(
+            tmp.path(),
+            &format!("a{i}.json"),
+            &[result("m", 512, 0, &a)],
+        ));
+    }
+    let list = |files: &[std::path::PathBuf]| {
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let args = vec![
+        format!("--arm=stock={}", list(&stock)),
+        format!("--arm=unlocked={}", list(&unlocked)),
+        format!("--arm=again={}", list(&again)),
+    ];
+    let md = report(&args);
+    assert_eq!(
+        table_line(&md, "pp512")[5..],
+        [
+            "11.08× [11.08 11.08] faster",
+            "1.00× [0.96 1.05] inconclusive"
+        ]
+    );
+    assert!(md.contains("| ±0.0% | within ±2%"), "{md}");
+    assert!(md.contains("| ±4.7% | ~8 rounds for ±2%"), "{md}");
+    let mut json_args = args.clone();
+    json_args.push("--json".into());
+    let v: serde_json::Value = serde_json::from_str(&report(&json_args)).unwrap();
+    let a = &v["rows"][0]["arms"]["again"];
+    assert_eq!(a["verdict"], "inconclusive");
+    assert_eq!(a["speedup_precision"]["rounds"], 4);
+    assert_eq!(a["speedup_precision"]["df"], 2);
+    assert!(
+        a["speedup_precision"]["rounds_for_noise_band"]
+            .as_u64()
+            .unwrap()
+            > 4
+    );
+    assert!(a["speedup_ci95"]["low"].as_f64().unwrap() < 1.0);
+    let mut csv_args = args;
+    csv_args.push("--csv".into());
+    let csv = report(&csv_args);
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.ends_with(
+            "speedup again,ci95_low again,ci95_high again,half_width again,verdict again,rounds_for_noise_band again"
+        ),
+        "{header}"
+    );
+    assert!(csv.contains(",faster,"), "{csv}");
+    assert!(csv.contains(",inconclusive,"), "{csv}");
+    assert!(csv.contains("\nm,pp512,rounds,count,4,4,4,"), "{csv}");
 }
 
 #[test]
@@ -195,14 +279,19 @@ fn missing_rows_are_shown_as_missing() {
     let csv = report(&csv_args);
     assert_eq!(
         csv.lines().next().unwrap(),
-        "workload,test,metric,unit,stock,apple9-64k,speedup apple9-64k"
+        "workload,test,metric,unit,stock,apple9-64k,speedup apple9-64k,ci95_low apple9-64k,\
+         ci95_high apple9-64k,half_width apple9-64k,verdict apple9-64k,rounds_for_noise_band apple9-64k"
     );
     assert!(
         csv.contains("\nm,pp512,median_ts,tokens/s,11,30,2.727"),
         "{csv}"
     );
     assert!(
-        csv.contains("\nm,tg128,median_ts,tokens/s,1.5,,\n"),
+        csv.contains(",,,,\"no interval: 1 round with both arms;"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("\nm,tg128,median_ts,tokens/s,1.5,,,,,,,\n"),
         "{csv}"
     );
 }
@@ -343,8 +432,8 @@ fn help_documents_exit_codes_and_examples() {
         .stdout(predicate::str::contains("INCOMPLETE"));
 }
 
-/// The README's bench/report sections keep the claims testers checked: the A/A caveat, default
-/// bundle names, one llama.cpp build time, the interrupt behaviour.
+/// The README's bench/report sections keep the claims testers checked: what an A/A bench shows,
+/// the defaults, default bundle names, one llama.cpp build time, the interrupt behaviour.
 #[test]
 fn readme_bench_sections_state_what_bench_does() {
     let readme =
@@ -359,8 +448,10 @@ fn readme_bench_sections_state_what_bench_does() {
     }
     for part in [
         "capshim-bench-YYYYMMDD-HHMMSS-2",
-        "not dependable",
+        "excludes 1.00 in about 5% of benches",
+        "[docs/bench.md](docs/bench.md)",
         "`--rounds 4`",
+        "[--rounds 10]",
         "an `INCOMPLETE`",
         "130 stopped by SIGINT, 143 by SIGTERM",
         "`--cpu-brand STRING`",

@@ -5,10 +5,14 @@
 //! - [`input`]: the arms and runs `analyze` reads.
 //! - [`summary`]: the [`Summary`] it returns (`summary.json`).
 //! - [`rows`]: one row per test, each arm against its stock and host references.
-//! - [`stats`]: medians, ranges, variation, drift, bootstrap intervals.
+//! - [`stats`]: medians, ranges, variation, drift.
+//! - [`interval`]: the speedup's interval from paired rounds, its verdict and precision.
 //! - [`warnings`]: the text of every warning.
 
+#[cfg(test)]
+mod calibration;
 mod input;
+pub mod interval;
 mod rows;
 pub mod stats;
 mod summary;
@@ -21,7 +25,7 @@ use std::path::PathBuf;
 use crate::llama::{Activation, BenchRow, MetalReport, ModelId, TestKey};
 
 pub use input::{ArmInput, Role, RunInput};
-pub use summary::{ArmStats, Ordered, Summary};
+pub use summary::{ArmStats, Method, Ordered, SCHEMA_VERSION, Summary};
 
 /// Why the inputs cannot be analysed.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +114,14 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
             .map(|a| a.name.clone())
     };
     Ok(Summary {
+        schema_version: SCHEMA_VERSION,
+        statistics: Method {
+            confidence_level: interval::CONFIDENCE_LEVEL,
+            noise_band: interval::NOISE,
+            min_rounds: interval::MIN_ROUNDS,
+            interval: "paired rounds: per round, ln(arm median / stock median); the mean of the two \
+                       run orders' means (AB/BA crossover), Student's t with rounds - 2 degrees of freedom",
+        },
         rows,
         arm_order: order.iter().map(|a| a.name.clone()).collect(),
         stock: find(Role::Stock),

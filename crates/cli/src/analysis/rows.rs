@@ -2,6 +2,7 @@
 //! stock and host arms that are its references.
 
 use super::input::{ArmInput, Role};
+use super::interval::{self, NoInterval, RoundPair};
 use super::summary::{ArmStats, Ordered, RoundStats, Row};
 use super::{stats, warnings};
 use crate::llama::{ModelId, TestKey};
@@ -28,6 +29,24 @@ fn merged(arm: &ArmInput, key: TestKey) -> Option<Merged> {
         }
     }
     (!m.samples.is_empty()).then_some(m)
+}
+
+/// The rounds both sides ran, each side's round median paired; in round order.
+fn pairs(arm: &Merged, reference: &Merged) -> Vec<RoundPair> {
+    let mut pairs: Vec<RoundPair> = arm
+        .rounds
+        .iter()
+        .filter_map(|(round, samples)| {
+            let (_, other) = reference.rounds.iter().find(|(r, _)| r == round)?;
+            Some(RoundPair {
+                round: *round,
+                arm: stats::median(samples)?,
+                reference: stats::median(other)?,
+            })
+        })
+        .collect();
+    pairs.sort_by_key(|p| p.round);
+    pairs
 }
 
 /// `arm`'s reference of `role` among `arms`. Never another bundle's reference: one's own
@@ -107,6 +126,9 @@ pub fn rows(
                 warnings.push(warnings::noisy(&arm.name, key, &noise));
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
+            let comparison = stock
+                .as_ref()
+                .map(|s| interval::paired_ratio(&pairs(&m, s)));
             let host_median = host.as_ref().and_then(|h| stats::median(&h.samples));
             cells.push((
                 arm.name.clone(),
@@ -117,15 +139,19 @@ pub fn rows(
                     samples: m.samples.len(),
                     speedup_vs_stock: stock_median.map(|s| median / s),
                     percent_of_host: host_median.map(|h| 100.0 * median / h),
-                    speedup_ci95: stock.as_ref().and_then(|s| {
-                        let groups = |m: &Merged| -> Vec<Vec<f64>> {
-                            m.rounds.iter().map(|(_, v)| v.clone()).collect()
-                        };
-                        let (num, den) = (groups(&m), groups(s));
-                        let num: Vec<&[f64]> = num.iter().map(Vec::as_slice).collect();
-                        let den: Vec<&[f64]> = den.iter().map(Vec::as_slice).collect();
-                        stats::bootstrap_ratio_ci(&num, &den)
-                    }),
+                    speedup_ci95: comparison
+                        .as_ref()
+                        .and_then(|c| c.as_ref().ok())
+                        .map(|p| p.interval),
+                    verdict: comparison
+                        .as_ref()
+                        .and_then(|c| c.as_ref().ok())
+                        .map(|p| interval::verdict(&p.interval)),
+                    speedup_precision: comparison.as_ref().and_then(|c| c.as_ref().ok()).copied(),
+                    speedup_no_interval: comparison
+                        .as_ref()
+                        .and_then(|c| c.as_ref().err())
+                        .map(NoInterval::text),
                     cv,
                     rounds,
                     samples_ts: m.samples.clone(),

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use super::input::Role;
-use super::stats::Interval;
+use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
 
 /// Statistics of one arm on one test, in tokens/s.
@@ -24,8 +24,20 @@ pub struct ArmStats {
     pub speedup_vs_stock: Option<f64>,
     /// 100 × this arm's median / the host arm's median; `null` for the host arm itself or without one.
     pub percent_of_host: Option<f64>,
-    /// 95% bootstrap interval of `speedup_vs_stock`.
+    /// The speedup's confidence interval ([`CONFIDENCE_LEVEL`](super::interval::CONFIDENCE_LEVEL),
+    /// 95%) from the rounds both arms ran, paired (an AB/BA crossover, Student's t); `null` for
+    /// the stock arm, without a stock arm, or with fewer than
+    /// [`MIN_ROUNDS`](super::interval::MIN_ROUNDS) paired rounds (`speedup_no_interval` says why).
     pub speedup_ci95: Option<Interval>,
+    /// What the interval shows against the noise band: `faster`, `slower`,
+    /// `no_measurable_difference` or `inconclusive`; `null` without an interval.
+    pub verdict: Option<Verdict>,
+    /// How precise the interval is: its centre, half-width, rounds, degrees of freedom, the
+    /// round-to-round spread and the rounds that would bring it within the noise band; `null`
+    /// without an interval.
+    pub speedup_precision: Option<Paired>,
+    /// Why a speedup has no interval, and how many rounds it needs; `null` otherwise.
+    pub speedup_no_interval: Option<String>,
     /// Coefficient of variation of the samples (standard deviation / mean).
     pub cv: Option<f64>,
     /// Per round (or per file): median and sample count.
@@ -83,9 +95,31 @@ pub struct Row {
     pub arms: Ordered<Option<ArmStats>>,
 }
 
+/// The statistical settings every interval and verdict of a summary was computed with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Method {
+    /// The confidence level of every interval (0.95).
+    pub confidence_level: f64,
+    /// The noise band's half-width, a fraction (0.02 = ±2%).
+    pub noise_band: f64,
+    /// The fewest paired rounds an interval needs.
+    pub min_rounds: usize,
+    /// The interval's method, in words.
+    pub interval: &'static str,
+}
+
+/// The version of `summary.json`'s layout and statistics: 2 since speedup intervals are
+/// computed per round (paired rounds, Student's t); bundles without it were written with a
+/// bootstrap interval.
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// Everything `report` prints and `bench` stores in `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// How intervals and verdicts were computed.
+    pub statistics: Method,
     /// One entry per test, in the order llama-bench ran them.
     pub rows: Vec<Row>,
     /// Arm names in display order: host, stock, then the others.

@@ -197,7 +197,15 @@ fn medians_speedups_and_percent_of_host() {
     assert_eq!(unlocked.median_ts, 100.0);
     assert_eq!(unlocked.speedup_vs_stock, Some(10.0));
     assert_eq!(unlocked.percent_of_host, Some(50.0));
-    assert!(unlocked.speedup_ci95.unwrap().contains(10.0));
+    // One file against two: one paired round, below the minimum: no interval, and why.
+    assert_eq!(unlocked.speedup_ci95, None);
+    assert_eq!(unlocked.verdict, None);
+    let why = unlocked.speedup_no_interval.as_deref().unwrap();
+    assert!(
+        why.contains("1 round with both arms") && why.contains("at least 4"),
+        "{why}"
+    );
+    assert_eq!(stock.speedup_no_interval, None);
     let host = r.arms.get("host").unwrap().as_ref().unwrap();
     assert_eq!(host.percent_of_host, None);
     assert_eq!(host.speedup_vs_stock, Some(20.0));
@@ -307,4 +315,47 @@ fn duplicate_and_empty_arms_are_refused() {
         analyze(&[arm("y", Role::Other, vec![vec![]])]),
         Err(AnalyzeError::EmptyArm(_))
     ));
+}
+
+#[test]
+fn paired_rounds_give_an_interval_a_verdict_and_a_precision() {
+    // Six rounds; the unlocked arm is 7.2× stock in every round, give or take 1%.
+    let wobble = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0];
+    let stock: Vec<Vec<BenchRow>> = wobble
+        .iter()
+        .map(|w| vec![row("m", 512, 0, &[100.0 * w, 101.0 * w, 99.0 * w])])
+        .collect();
+    let unlocked: Vec<Vec<BenchRow>> = wobble
+        .iter()
+        .rev()
+        .map(|w| vec![row("m", 512, 0, &[720.0 * w, 727.0 * w, 713.0 * w])])
+        .collect();
+    let again = stock.clone();
+    let s = analyze(&[
+        arm("stock", Role::Stock, stock),
+        arm("unlocked", Role::Other, unlocked),
+        arm("again", Role::Other, again),
+    ])
+    .unwrap();
+    let cell = |arm: &str| s.rows[0].arms.get(arm).unwrap().clone().unwrap();
+    let u = cell("unlocked");
+    let ci = u.speedup_ci95.unwrap();
+    assert!(ci.contains(7.2) && ci.low > 7.0 && ci.high < 7.4, "{ci:?}");
+    assert_eq!(ci.level, interval::CONFIDENCE_LEVEL);
+    assert_eq!(u.verdict, Some(interval::Verdict::Faster));
+    let p = u.speedup_precision.unwrap();
+    assert_eq!((p.rounds, p.df), (6, 4));
+    assert!(p.half_width > 0.0 && p.half_width < 0.03, "{p:?}");
+    assert_eq!(u.speedup_no_interval, None);
+    // The same processes as stock: no difference at all, within the band.
+    let a = cell("again");
+    assert_eq!(a.verdict, Some(interval::Verdict::NoMeasurableDifference));
+    assert_eq!(a.speedup_precision.unwrap().half_width, 0.0);
+    let json = serde_json::to_value(&s).unwrap();
+    let u = &json["rows"][0]["arms"]["unlocked"];
+    assert_eq!(u["verdict"], "faster");
+    assert!(u["speedup_ci95"]["low"].is_f64() && u["speedup_ci95"]["high"].is_f64());
+    assert_eq!(u["speedup_precision"]["rounds"], 6);
+    assert_eq!(json["schema_version"], SCHEMA_VERSION);
+    assert_eq!(json["statistics"]["confidence_level"], 0.95);
 }

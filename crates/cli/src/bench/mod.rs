@@ -4,7 +4,7 @@
 //!
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
 //! - [`runner`]: the run itself: every slot of the [`schedule`], then the seal.
-//! - [`schedule`]: the ABBA order of arms over rounds.
+//! - [`schedule`]: the order of arms over rounds (forward and reversed in pairs of rounds).
 //! - [`executor`]: one llama-bench process, with or without the shim.
 //! - [`seal`]: analysis, reports, `environment.json` and `SHA256SUMS`.
 //! - [`incomplete`]: the note a stopped run leaves instead of a seal.

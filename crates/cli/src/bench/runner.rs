@@ -1,4 +1,4 @@
-//! Runs the experiment: every arm as a fresh llama-bench process per round, in ABBA order, with
+//! Runs the experiment: every arm as a fresh llama-bench process per round, in schedule order, with
 //! the shim injected only into unlocked arms; then seals the bundle. A failure or a signal
 //! leaves the bundle unsealed with an INCOMPLETE note.
 

@@ -1,5 +1,9 @@
-//! The order in which arms run: rounds alternate direction (A B, B A, A B, ...), so that a
-//! slow drift of the machine over time (heat, another workload) hits every arm alike.
+//! The order in which arms run: rounds run the arms forward or reversed in pairs (A B, A B,
+//! B A, B A, ...; [`reversed`]), so that a slow drift of the machine over time (heat, another
+//! workload) and the position in a round hit every arm alike, and the same arm runs twice in
+//! a row at only half of the round boundaries.
+
+use crate::analysis::interval::reversed;
 
 /// One run of one arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,15 +14,15 @@ pub struct Slot {
     pub arm: usize,
 }
 
-/// Every run of `arms` arms over `rounds` rounds: odd rounds in the given order, even rounds
-/// reversed (ABBA... for two arms, ABCCBA... for three).
+/// Every run of `arms` arms over `rounds` rounds: rounds 1 and 2 in the given order, 3 and 4
+/// reversed, and so on (ABABBABA... for two arms, ABCABCCBACBA... for three).
 pub fn interleave(arms: usize, rounds: u32) -> Vec<Slot> {
     let mut slots = Vec::with_capacity(arms * rounds as usize);
     for round in 1..=rounds {
-        let order: Box<dyn Iterator<Item = usize>> = if round % 2 == 1 {
-            Box::new(0..arms)
-        } else {
+        let order: Box<dyn Iterator<Item = usize>> = if reversed(round) {
             Box::new((0..arms).rev())
+        } else {
+            Box::new(0..arms)
         };
         slots.extend(order.map(|arm| Slot { round, arm }));
     }
@@ -37,15 +41,22 @@ mod tests {
     }
 
     #[test]
-    fn rounds_alternate_direction() {
+    fn rounds_reverse_in_pairs() {
         assert_eq!(letters(2, 1), "AB");
-        assert_eq!(letters(2, 2), "ABBA");
-        assert_eq!(letters(2, 4), "ABBAABBA");
-        assert_eq!(letters(3, 2), "ABCCBA");
+        assert_eq!(letters(2, 2), "ABAB");
+        assert_eq!(letters(2, 4), "ABABBABA");
+        assert_eq!(letters(2, 8), "ABABBABAABABBABA");
+        assert_eq!(letters(3, 4), "ABCABCCBACBA");
         assert_eq!(letters(1, 3), "AAA");
         assert!(interleave(2, 0).is_empty());
         let rounds: Vec<u32> = interleave(2, 2).iter().map(|s| s.round).collect();
         assert_eq!(rounds, vec![1, 1, 2, 2]);
+        // The same arm twice in a row at every other round boundary, not at every one (ABBA).
+        let s = letters(2, 10);
+        let boundaries: Vec<bool> = (1..10)
+            .map(|r| s.as_bytes()[2 * r - 1] == s.as_bytes()[2 * r])
+            .collect();
+        assert_eq!(boundaries.iter().filter(|b| **b).count(), 4, "{s}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use super::UsageError;
+use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::arms;
 use crate::bench::plan::{Plan, check_extra_args};
 use crate::bench::runner;
@@ -15,18 +16,38 @@ use crate::launch::{Os, dylib, preflight};
 use crate::llama::{read_bench_file, tools};
 use crate::platform::facts;
 
-const AFTER_HELP: &str = "\
+/// The text after the options: how bench runs, its statistics (with the constants they use),
+/// its output, signals, exit codes and examples.
+fn after_help() -> String {
+    let level = percent_text(CONFIDENCE_LEVEL);
+    let band = percent_text(NOISE);
+    let min = MIN_ROUNDS;
+    format!(
+        "\
 Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
 where the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the first
-published experiment's profile, with a note saying why). `LABEL=` names an arm, e.g. `--profile again=stock` adds a second stock arm for an A/A check; an arm is a named
-profile, a profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
+published experiment's profile, with a note saying why). `LABEL=` names an arm, e.g.
+`--profile again=stock` adds a second stock arm for an A/A check; an arm is a named profile, a
+profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
 `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
-Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an unlabelled
-`--profile host` is read as native). Each arm runs
-llama-bench as a fresh process (`-o json`, added by capshim), once per round; rounds alternate the
-arm order (stock, unlocked, unlocked, stock, ...) so drift hits every arm alike. The shim is
-injected (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an
-arm whose shim did not hook a device is an error unless --allow-inactive.
+Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an
+unlabelled `--profile host` is read as native). Each arm runs llama-bench as a fresh process
+(`-o json`, added by capshim), once per round (default: 10 rounds of -r 3); pairs of rounds
+alternate the arm order (stock, unlocked, stock, unlocked, then unlocked, stock, unlocked, stock,
+...) so drift and the position in a round hit every arm alike. The shim is injected
+(DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an arm whose
+shim did not hook a device is an error unless --allow-inactive.
+
+Statistics: figures are medians of samples_ts (tokens/s); speedup = arm median / stock median.
+Samples of one llama-bench process share its conditions, so the unit of the interval is the round:
+each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
+interval is Student's t over rounds (an AB/BA crossover: rounds - 2 degrees of freedom). It needs
+at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says how
+many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired estimate,
+its interval, the verdict): faster or slower only when the whole interval lies beyond the ±{band}% noise band, `no measurable difference` when it lies
+within it, `inconclusive` otherwise. Each arm's line gives the half-width (±%) and, when wider than
+±{band}%, about how many rounds would bring it within. More rounds narrow the interval; more -r barely
+does. docs/bench.md derives the method and gives A/A figures.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and .status.jsonl,
@@ -45,13 +66,16 @@ Exit codes:
 
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
-  capshim bench -m model.gguf --baseline host.json --rounds 3 -o evidence-m1-ultra
-  capshim bench -m model.gguf --profile again=stock -r 5 -p 64 -n 16 --rounds 4   # A/A check
-";
+  capshim bench -m model.gguf --baseline host.json --rounds 12 -o evidence-m1-ultra
+  capshim bench -m model.gguf --profile again=stock   # A/A check: expect no difference
+  capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
+"
+    )
+}
 
 /// Arguments of `capshim bench`.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = after_help())]
 pub struct BenchArgs {
     /// The GGUF model to benchmark.
     #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
@@ -92,11 +116,12 @@ pub struct BenchArgs {
     #[arg(long = "baseline", value_name = "HOST.json")]
     pub baseline: Option<PathBuf>,
 
-    /// Repetitions per test in each llama-bench process (llama-bench -r).
+    /// Repetitions per test in each llama-bench process (llama-bench -r). The interval is
+    /// built on rounds, not repetitions: more rounds narrow it, more repetitions barely do.
     #[arg(
         short = 'r',
         long = "repetitions",
-        default_value_t = 10,
+        default_value_t = 3,
         value_name = "N"
     )]
     pub repetitions: u32,
@@ -119,8 +144,9 @@ pub struct BenchArgs {
     )]
     pub n_gen: String,
 
-    /// Rounds: each arm runs once per round, in alternating order.
-    #[arg(long = "rounds", default_value_t = 2, value_name = "K")]
+    /// Rounds: each arm runs once per round; pairs of rounds alternate the order. The speedup's interval
+    /// needs at least 4; each round is one paired observation of it.
+    #[arg(long = "rounds", default_value_t = 10, value_name = "K")]
     pub rounds: u32,
 
     /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC, with -2, -3... appended when taken].

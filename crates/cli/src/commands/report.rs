@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Args;
 
-use crate::analysis::{ArmInput, Role, RunInput, analyze};
+use crate::analysis::{ArmInput, Role, RunInput, SCHEMA_VERSION, analyze, interval};
 use crate::bundle::{self, BundleError};
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;
@@ -28,20 +28,35 @@ macro_rules! usage {
     };
 }
 
-const AFTER_HELP: &str = "\
+/// The text after the options; the statistics' constants come from [`interval`].
+fn after_help() -> String {
+    format!(
+        "\
 Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
 (n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
 (unlocked median / stock median) and the arm named `host` (or --host) for percent of host
 (100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
 lacks show as `missing`.
 
-A bundle written by `capshim verify` is checked the same way (its summary.json and report.md are
-derived again from its raw files) and its report printed (summary.json with --json), one per run.
+Each file is one llama-bench process (a round): file i of an arm is paired with file i of the
+stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
+(faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
+pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
+{AFTER_HELP}",
+        level = interval::percent_text(interval::CONFIDENCE_LEVEL),
+        band = interval::percent_text(interval::NOISE),
+        min = interval::MIN_ROUNDS,
+    )
+}
+
+const AFTER_HELP: &str = "
 
 BUNDLE_DIR arguments are evidence bundles written by `capshim bench`: their SHA256SUMS is checked
 first, then they are re-rendered from their raw files; several bundles give one table, arms named
 <bundle>/<arm>, each compared only with its own bundle's stock and host arms (no percent of host
 when its bundle has no host arm), unless --stock / --host name an arm, which every arm then uses.
+A bundle written by `capshim verify` is checked the same way (its summary.json and report.md are
+derived again from its raw files) and its report printed (summary.json with --json), one per run.
 
 Exit codes:
   0  the report was printed
@@ -63,7 +78,7 @@ Examples:
 
 /// Arguments of `capshim report`.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = after_help())]
 pub struct ReportArgs {
     /// Evidence bundle directories written by `capshim bench`.
     #[arg(value_name = "BUNDLE_DIR")]
@@ -98,6 +113,18 @@ pub struct ReportArgs {
     pub svg: bool,
 }
 
+/// The layout of a bundle's `summary.json` when it is older than this version's
+/// [`SCHEMA_VERSION`] (`None` when current, or unreadable: then the report check decides).
+fn older_schema(dir: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
+    match summary.get("schema_version").map(serde_json::Value::as_u64) {
+        None => Some("summary.json without schema_version: bootstrap intervals".into()),
+        Some(Some(v)) if v < u64::from(SCHEMA_VERSION) => Some(format!("schema_version {v}")),
+        _ => None,
+    }
+}
+
 fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
     let mut arms = Vec::new();
     let prefixed = args.bundles.len() > 1;
@@ -114,7 +141,16 @@ fn arm_inputs(args: &ReportArgs) -> anyhow::Result<Vec<ArmInput>> {
         // report must also be what the raw files render to.
         let own = analyze(&bundle::load_arms(dir, &manifest, None)?)?;
         let rendered = Markdown.render(&own)?;
-        if std::fs::read_to_string(dir.join("report.md"))
+        if let Some(version) = older_schema(dir) {
+            // An older capshim computed its intervals another way: its report cannot match
+            // this version's rendering, which is what is printed.
+            eprintln!(
+                "capshim: note: {} was written by an older capshim ({version}); its checksums hold, but its \
+                 report.md was not compared with the raw files: the report below is re-computed from them with \
+                 this version's statistics",
+                dir.display()
+            );
+        } else if std::fs::read_to_string(dir.join("report.md"))
             .ok()
             .as_deref()
             != Some(rendered.as_str())

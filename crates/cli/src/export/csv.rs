@@ -1,8 +1,10 @@
 //! `results.csv` / `--csv`: one line per test and metric (median, min, max in tokens/s,
-//! sample count), a column per arm, then speedup and percent of host per compared arm.
+//! sample and round counts), a column per arm, then per compared arm the speedup, its
+//! interval (low, high, half-width), verdict and the rounds that would bring it within the
+//! noise band, and percent of host.
 
 use super::{ExportError, Exporter, cell};
-use crate::analysis::Summary;
+use crate::analysis::{ArmStats, Summary};
 
 /// CSV output.
 pub struct Csv;
@@ -15,6 +17,37 @@ impl Exporter for Csv {
     fn render(&self, summary: &Summary) -> Result<String, ExportError> {
         render(summary).map_err(|e| ExportError::Csv(e.to_string()))
     }
+}
+
+/// The columns after each compared arm's `speedup`, on its `median_ts` line.
+const SPEEDUP_COLUMNS: [&str; 5] = [
+    "ci95_low",
+    "ci95_high",
+    "half_width",
+    "verdict",
+    "rounds_for_noise_band",
+];
+
+/// The interval's cells of an arm (empty without one; the verdict column then holds why).
+fn speedup_cells(s: Option<&ArmStats>) -> Vec<String> {
+    let Some(s) = s else {
+        return vec![String::new(); SPEEDUP_COLUMNS.len()];
+    };
+    let ci = s.speedup_ci95;
+    let p = s.speedup_precision;
+    vec![
+        ci.map(|c| c.low.to_string()).unwrap_or_default(),
+        ci.map(|c| c.high.to_string()).unwrap_or_default(),
+        p.map(|p| p.half_width.to_string()).unwrap_or_default(),
+        match (s.verdict, &s.speedup_no_interval) {
+            (Some(v), _) => v.text().to_string(),
+            (None, Some(why)) => why.clone(),
+            (None, None) => String::new(),
+        },
+        p.and_then(|p| p.rounds_for_noise_band)
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+    ]
 }
 
 fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
@@ -35,6 +68,9 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
     for arm in &compared {
         if summary.stock.is_some() {
             header.push(format!("speedup {arm}"));
+            for column in SPEEDUP_COLUMNS {
+                header.push(format!("{column} {arm}"));
+            }
         }
         if summary.host.is_some() {
             header.push(format!("percent_of_host {arm}"));
@@ -47,6 +83,7 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
             ("min_ts", "tokens/s"),
             ("max_ts", "tokens/s"),
             ("samples", "count"),
+            ("rounds", "count"),
         ] {
             let mut record = vec![
                 row.model.clone(),
@@ -61,6 +98,7 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                         "median_ts" => s.median_ts.to_string(),
                         "min_ts" => s.min_ts.to_string(),
                         "max_ts" => s.max_ts.to_string(),
+                        "rounds" => s.rounds.len().to_string(),
                         _ => s.samples.to_string(),
                     },
                 });
@@ -73,6 +111,7 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                             .map(|v| v.to_string())
                             .unwrap_or_default(),
                     );
+                    record.extend(speedup_cells(s));
                 }
                 if summary.host.is_some() {
                     record.push(

@@ -2,9 +2,12 @@
 //! each other arm, speedup, percent of host), then the per-arm details, what the workload
 //! reported, and the warnings.
 
-use super::{ExportError, Exporter, cell, format_percent, format_speedup, format_ts};
+use super::{
+    ExportError, Exporter, cell, format_half_width, format_percent, format_precision,
+    format_speedup, format_speedup_claim, format_ts,
+};
 use crate::analysis::Summary;
-use crate::analysis::stats;
+use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
 
 /// Markdown output.
 pub struct Markdown;
@@ -112,7 +115,7 @@ pub fn render(summary: &Summary) -> String {
         for arm in &others {
             let s = cell(summary, i, arm);
             if summary.stock.is_some() {
-                cells.push(format_speedup(s.and_then(|s| s.speedup_vs_stock)));
+                cells.push(s.map_or_else(|| format_speedup(None), format_speedup_claim));
             }
             if summary.host.is_some() {
                 cells.push(format_percent(s.and_then(|s| s.percent_of_host)));
@@ -120,49 +123,63 @@ pub fn render(summary: &Summary) -> String {
         }
         rows.push(cells);
     }
-    let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.\n\n");
+    let level = percent_text(CONFIDENCE_LEVEL);
+    let band = percent_text(NOISE);
+    let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.");
+    if summary.stock.is_some() {
+        out.push_str(&format!(
+            " Speedup: with {level}% confidence interval, the estimate from paired rounds (each round's arm median / \
+             stock median), its interval and what it shows: faster or slower only when the whole interval lies \
+             beyond ±{band}%, no measurable difference when it lies within; without, arm median / stock median."
+        ));
+    }
+    out.push_str("\n\n");
     out.push_str(&table(&headers, &aligns, &rows));
 
-    // Details: every arm's spread and the speedup's confidence interval.
+    // Details: every arm's spread and the speedup's interval and precision.
     out.push_str(&format!(
-        "\nPer arm: samples_ts range (tokens/s), coefficient of variation, and the speedup's 95% \
-         bootstrap confidence interval ({} resamples, fixed seed).\n\n",
-        stats::BOOTSTRAP_RESAMPLES
+        "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
+         ratio of medians (speedup), and the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
+         the same round; Student's t over rounds), its half-width, and the rounds that would bring it within \
+         ±{band}%.\n\n"
     ));
     let headers: Vec<String> = [
-        "test", "arm", "median", "min", "max", "samples", "CV", "speedup", "95% CI",
+        "test",
+        "arm",
+        "median",
+        "min",
+        "max",
+        "samples",
+        "rounds",
+        "CV",
+        "speedup",
+        &format!("{level}% CI"),
+        "±",
+        "precision",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let aligns = [
-        Align::Left,
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-    ];
+    let mut aligns = vec![Align::Left, Align::Left];
+    aligns.extend([Align::Right; 9]);
+    aligns.push(Align::Left);
     let mut rows = Vec::new();
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     for (i, row) in summary.rows.iter().enumerate() {
         for arm in &summary.arm_order {
             let Some(s) = cell(summary, i, arm) else {
-                rows.push(vec![
-                    row.test.clone(),
-                    arm.clone(),
-                    "missing".into(),
-                    String::new(),
-                    String::new(),
-                    "0".into(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]);
+                let mut cells = vec![row.test.clone(), arm.clone(), "missing".into()];
+                cells.extend(["", "", "0", "0", "", "", "", "", ""].map(String::from));
+                rows.push(cells);
                 continue;
             };
+            if let Some(reason) = &s.speedup_no_interval {
+                let who = format!("{arm} {}", row.test);
+                match reasons.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, arms)) => arms.push(who),
+                    None => reasons.push((reason.clone(), vec![who])),
+                }
+            }
             rows.push(vec![
                 row.test.clone(),
                 arm.clone(),
@@ -170,14 +187,20 @@ pub fn render(summary: &Summary) -> String {
                 format!("{:.2}", s.min_ts),
                 format!("{:.2}", s.max_ts),
                 s.samples.to_string(),
+                s.rounds.len().to_string(),
                 s.cv.map_or_else(|| "—".into(), |cv| format!("{:.1}%", cv * 100.0)),
                 format_speedup(s.speedup_vs_stock),
                 s.speedup_ci95
                     .map_or_else(|| "—".into(), |ci| format!("{:.2}–{:.2}", ci.low, ci.high)),
+                format_half_width(s),
+                format_precision(s),
             ]);
         }
     }
     out.push_str(&table(&headers, &aligns, &rows));
+    for (reason, arms) in &reasons {
+        out.push_str(&format!("\n{}: {reason}.\n", arms.join(", ")));
+    }
 
     if !summary.capabilities.0.is_empty() {
         out.push_str("\nWhat llama.cpp reported (ggml-metal device lines on stderr):\n\n");

@@ -6,6 +6,7 @@ pub mod json;
 pub mod markdown;
 pub mod svg;
 
+use crate::analysis::interval::{MAX_ROUNDS_ESTIMATE, NOISE, percent_text};
 use crate::analysis::{ArmStats, Summary};
 
 /// Why a format could not be rendered.
@@ -46,6 +47,51 @@ pub fn format_speedup(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}×"))
 }
 
+/// The main table's speedup: with an interval, the paired rounds' estimate (the interval's
+/// centre), the interval and the verdict, `7.20× [7.13 7.26] faster`; without one, the ratio of
+/// medians, `7.20×`; `—` without a stock reference. The point printed with an interval is the
+/// one the interval is built around, so it always lies inside it.
+pub fn format_speedup_claim(stats: &ArmStats) -> String {
+    match (stats.speedup_precision, stats.speedup_ci95, stats.verdict) {
+        (Some(p), Some(ci), Some(verdict)) => format!(
+            "{} [{:.2} {:.2}] {}",
+            format_speedup(Some(p.center)),
+            ci.low,
+            ci.high,
+            verdict.text()
+        ),
+        _ => format_speedup(stats.speedup_vs_stock),
+    }
+}
+
+/// The interval's half-width as `±3.1%`, or `—` without an interval.
+pub fn format_half_width(stats: &ArmStats) -> String {
+    stats
+        .speedup_precision
+        .map_or_else(|| "—".into(), |p| format!("±{:.1}%", p.half_width * 100.0))
+}
+
+/// How precise the speedup is: `within ±2%` when the half-width is within the noise band,
+/// else the rounds that would bring it there (`~28 rounds for ±2%`); `no interval (2 of 4
+/// rounds)` below the minimum; empty without a comparison.
+pub fn format_precision(stats: &ArmStats) -> String {
+    let band = percent_text(NOISE);
+    if let Some(p) = stats.speedup_precision {
+        if p.half_width <= NOISE {
+            format!("within ±{band}%")
+        } else {
+            match p.rounds_for_noise_band {
+                Some(n) => format!("~{n} rounds for ±{band}%"),
+                None => format!("over {MAX_ROUNDS_ESTIMATE} rounds for ±{band}%"),
+            }
+        }
+    } else if stats.speedup_no_interval.is_some() {
+        "no interval (see below)".into()
+    } else {
+        String::new()
+    }
+}
+
 /// A percentage as `98.25%`, or `—` when it cannot be computed.
 pub fn format_percent(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}%"))
@@ -64,4 +110,56 @@ pub fn all() -> Vec<Box<dyn Exporter>> {
         Box::new(json::Json),
         Box::new(svg::Svg),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::interval::{CONFIDENCE_LEVEL, Interval, Paired, Verdict};
+
+    fn stats(precision: Option<Paired>) -> ArmStats {
+        ArmStats {
+            median_ts: 119.0,
+            min_ts: 80.0,
+            max_ts: 150.0,
+            samples: 30,
+            speedup_vs_stock: Some(1.19),
+            percent_of_host: None,
+            speedup_ci95: precision.map(|p| p.interval),
+            verdict: precision.map(|_| Verdict::Inconclusive),
+            speedup_precision: precision,
+            speedup_no_interval: precision
+                .is_none()
+                .then(|| "no interval: 2 rounds".to_string()),
+            cv: None,
+            rounds: Vec::new(),
+            samples_ts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_point_printed_with_an_interval_is_its_centre() {
+        // A noisy bench: the ratio of pooled medians (1.19) lies outside the paired interval.
+        let p = Paired {
+            interval: Interval {
+                level: CONFIDENCE_LEVEL,
+                low: 0.87,
+                high: 1.15,
+            },
+            center: 1.0003,
+            half_width: 0.15,
+            rounds: 10,
+            df: 8,
+            sd_log: 0.2,
+            rounds_for_noise_band: Some(800),
+        };
+        let s = stats(Some(p));
+        assert_eq!(format_speedup_claim(&s), "1.00× [0.87 1.15] inconclusive");
+        assert_eq!(format_half_width(&s), "±15.0%");
+        assert_eq!(format_precision(&s), "~800 rounds for ±2%");
+        let none = stats(None);
+        assert_eq!(format_speedup_claim(&none), "1.19×");
+        assert_eq!(format_half_width(&none), "—");
+        assert_eq!(format_precision(&none), "no interval (see below)");
+    }
 }
