@@ -14,6 +14,7 @@ mod doctor;
 mod explain;
 mod export;
 mod format;
+mod input_file;
 mod launch;
 mod llama;
 mod platform;
@@ -28,8 +29,10 @@ fn main() -> ExitCode {
     let cli = commands::Cli::parse();
     match commands::dispatch(cli) {
         Ok(code) => code,
+        // The reader went away (`capshim report --json | head`): nothing left to say to it.
+        Err(error) if broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("capshim: error: {}", message(&error));
+            eprintln!("capshim: error: {}", format::chain(&*error));
             if error.downcast_ref::<commands::UsageError>().is_some() {
                 ExitCode::from(commands::EXIT_USAGE)
             } else {
@@ -39,16 +42,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes joined with ": ", leaving out a cause whose text the message
-/// already holds (errors that name their OS error would otherwise print it twice).
-fn message(error: &anyhow::Error) -> String {
-    let mut text = error.to_string();
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
+/// Whether the error comes from writing to a closed pipe (ripgrep's check).
+fn broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -288,8 +288,18 @@ fn inputs_are_checked_before_anything_runs() {
     s.bench(&out)
         .args(["--", "-t", "2", "-o", "csv"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("\"-o\" after `--` is refused"));
+    // No run, no repetition: usage errors, as documented.
+    for (flag, value) in [("-r", "0"), ("--rounds", "0"), ("--rounds", "-1")] {
+        bench(&s.llama, &s.model)
+            .arg("-o")
+            .arg(&out)
+            .args([flag, value])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("'{value}'")));
+    }
     s.bench(&out)
         .args(["--profile", "apple10-max"])
         .assert()
@@ -332,7 +342,7 @@ fn inputs_are_checked_before_anything_runs() {
         s.bench(&out)
             .args(["--", "-t", "2", attached])
             .assert()
-            .code(1)
+            .code(2)
             .stderr(predicate::str::contains(format!(
                 "{attached:?} after `--` is refused"
             )));
@@ -341,7 +351,7 @@ fn inputs_are_checked_before_anything_runs() {
     s.bench(&out)
         .args(["--", "-t", "1,2"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
             "-t 1,2 after `--` sweeps a setting",
         ))
@@ -655,8 +665,7 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
         for part in [
             "Runs finished (1 of 4)",
             "arm stock round 1 (raw/stock-r1.json)",
-            "did not finish",
-            "arm apple9-64k round 1 (raw/apple9-64k-r1.json)",
+            "Run cut short (its raw files are partial):\n  arm apple9-64k round 1 (raw/apple9-64k-r1.json)",
             &format!("interrupted by {signal}"),
             "Runs never started: 2",
         ] {
@@ -669,33 +678,93 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
 }
 
 #[test]
-fn a_resealed_bundle_whose_report_no_longer_matches_its_raw_data_is_refused() {
+fn a_resealed_bundle_whose_derived_files_no_longer_match_its_raw_data_is_refused() {
     let s = setup();
     let out = s.tmp.path().join("bundle");
     s.bench(&out).env("FAKE_HOOK", "1").assert().success();
     let sums = read(&out.join("SHA256SUMS"));
+    let pristine: Vec<(String, Vec<u8>)> = [
+        "raw/stock-r1.json",
+        "summary.json",
+        "report.md",
+        "results.csv",
+        "chart.svg",
+    ]
+    .iter()
+    .map(|f| (f.to_string(), std::fs::read(out.join(f)).unwrap()))
+    .collect();
 
-    // Edit a raw sample, then regenerate SHA256SUMS the way `sha256sum` would.
-    let raw = out.join("raw/stock-r1.json");
-    let edited = read(&raw).replace("990", "500");
-    assert_ne!(edited, read(&raw));
-    std::fs::write(&raw, edited).unwrap();
-    let resealed = std::process::Command::new("sh")
-        .current_dir(&out)
-        .args([
-            "-c",
-            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
-        ])
-        .status()
-        .unwrap();
-    assert!(resealed.success());
-    assert_report_refuses(&out, "report.md does not match the raw data")
-        .stderr(predicate::str::contains("SHA256SUMS was regenerated"));
+    // Edit one file, then regenerate SHA256SUMS the way `sha256sum` would: every edit is
+    // found, naming the derived file that no longer matches.
+    for (file, edit, says) in [
+        (
+            "raw/stock-r1.json",
+            ("990", "500"),
+            "summary.json does not match the raw data",
+        ),
+        (
+            "summary.json",
+            ("10000", "20000"),
+            "summary.json does not match the raw data",
+        ),
+        (
+            "report.md",
+            ("10.00×", "20.00×"),
+            "report.md does not match the raw data",
+        ),
+        (
+            "results.csv",
+            ("10000", "20000"),
+            "results.csv does not match the raw data",
+        ),
+        (
+            "chart.svg",
+            ("pp64", "pp65"),
+            "chart.svg does not match the raw data",
+        ),
+    ] {
+        let path = out.join(file);
+        let text = read(&path);
+        assert!(text.contains(edit.0), "{file} lacks {:?}", edit.0);
+        std::fs::write(&path, text.replace(edit.0, edit.1)).unwrap();
+        common::reseal(&out);
+        assert_report_refuses(&out, says)
+            .stderr(predicate::str::contains("SHA256SUMS was regenerated"));
+        for (f, bytes) in &pristine {
+            std::fs::write(out.join(f), bytes).unwrap();
+        }
+        std::fs::write(out.join("SHA256SUMS"), &sums).unwrap();
+    }
+    // The manifest the derived files come from is a primary file: it is what SHA256SUMS and a
+    // signature protect, so a changed manifest under resealed sums shows in the derived files.
+    let env_path = out.join("environment.json");
+    let env = read(&env_path);
+    std::fs::write(
+        &env_path,
+        env.replace("raw/stock-r1.json", "raw/stock-r2.json"),
+    )
+    .unwrap();
+    common::reseal(&out);
+    assert_report_refuses(&out, "does not match the raw data");
+    std::fs::write(&env_path, &env).unwrap();
+    std::fs::write(out.join("SHA256SUMS"), &sums).unwrap();
+    capshim().arg("report").arg(&out).assert().success();
 
     // SHA256SUMS naming files outside the bundle.
     std::fs::write(out.join("SHA256SUMS"), format!("{sums}0000  ../outside\n")).unwrap();
+    assert_report_refuses(&out, "is not `HASH  PATH` (or `HASH *PATH`)");
+    let zeros = "0".repeat(64);
+    std::fs::write(
+        out.join("SHA256SUMS"),
+        format!("{sums}{zeros}  ../outside\n"),
+    )
+    .unwrap();
     assert_report_refuses(&out, "\"../outside\", a path outside the bundle");
-    std::fs::write(out.join("SHA256SUMS"), format!("{sums}0000  /etc/passwd\n")).unwrap();
+    std::fs::write(
+        out.join("SHA256SUMS"),
+        format!("{sums}{zeros}  /etc/passwd\n"),
+    )
+    .unwrap();
     assert_report_refuses(&out, "\"/etc/passwd\", a path outside the bundle");
 }
 
@@ -759,59 +828,83 @@ fn llama_dir_finds_llama_bench_and_names_a_missing_one() {
         .stderr(predicate::str::contains("cannot be used with"));
 }
 
-/// A bundle written before intervals were computed per round (no `schema_version` in
-/// summary.json, a bootstrap interval in report.md) still renders from its raw files: two
-/// rounds give no interval, and the report says why and how many rounds are needed.
+/// A bundle of another layout (here one written before environment.json had a
+/// `schema_version`: its summary.json says 2) is not re-derived and not called tampered: its
+/// checksums are checked, a note says what was not, and its own files are shown as written.
 #[test]
-fn an_older_two_round_bundle_renders_without_an_interval() {
+fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let s = setup();
     let out = s.tmp.path().join("old");
     s.bench(&out).env("FAKE_HOOK", "1").assert().success();
+    let mut env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    for key in ["schema_version", "kind", "bundle"] {
+        env.as_object_mut().unwrap().remove(key);
+    }
+    std::fs::write(out.join("environment.json"), env.to_string()).unwrap();
     let summary = read(&out.join("summary.json"));
-    let old = summary.replace("\"schema_version\": 2,\n", "");
-    assert_ne!(old, summary);
-    std::fs::write(out.join("summary.json"), old).unwrap();
+    std::fs::write(
+        out.join("summary.json"),
+        summary.replace("\"schema_version\": 3,", "\"schema_version\": 2,"),
+    )
+    .unwrap();
+    // Its own report, whatever this version would render.
     std::fs::write(
         out.join("report.md"),
         "| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n",
     )
     .unwrap();
-    let resealed = std::process::Command::new("sh")
-        .current_dir(&out)
-        .args([
-            "-c",
-            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
-        ])
-        .status()
-        .unwrap();
-    assert!(resealed.success());
-    let assert = capshim()
+    common::reseal(&out);
+    capshim()
         .arg("report")
         .arg(&out)
         .assert()
         .success()
-        .stderr(predicate::str::contains("written by an older capshim"))
-        .stderr(predicate::str::contains("re-computed from them"));
-    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
-    assert!(
-        stdout.contains("| fake  | pp64 | 1000.00 |   10000.00 |  10.00× |"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("no interval: 2 rounds with both arms; the interval needs at least 4"),
-        "{stdout}"
-    );
-    // A current bundle whose report.md was edited is still refused.
+        .stdout("| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n")
+        .stderr(predicate::str::contains(
+            "is a bench bundle of schema_version 2 (written by capshim",
+        ))
+        .stderr(predicate::str::contains(
+            "this capshim derives bench bundles of schema_version 3",
+        ))
+        .stderr(predicate::str::contains(
+            "its derived files were NOT derived again",
+        ))
+        .stderr(predicate::str::contains("its own report.md, as written"));
+    let json = capshim()
+        .arg("report")
+        .arg(&out)
+        .arg("--json")
+        .assert()
+        .success();
+    assert!(String::from_utf8_lossy(&json.get_output().stdout).contains("\"schema_version\": 2"));
+    // Its checksums still count.
+    std::fs::write(out.join("results.csv"), "edited\n").unwrap();
+    assert_report_refuses(&out, "results.csv does not match its checksum");
+    common::reseal(&out);
+    // It is shown on its own, not pooled with a bundle it was not derived like.
     let current = s.tmp.path().join("current");
     s.bench(&current).env("FAKE_HOOK", "1").assert().success();
-    std::fs::write(current.join("report.md"), "edited\n").unwrap();
-    std::process::Command::new("sh")
-        .current_dir(&current)
-        .args([
-            "-c",
-            "find . -type f ! -name SHA256SUMS | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
-        ])
-        .status()
-        .unwrap();
-    assert_report_refuses(&current, "report.md does not match the raw data");
+    capshim()
+        .arg("report")
+        .arg(&current)
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is reported on its own"));
+    // A newer layout is shown the same way.
+    let env = read(&current.join("environment.json"));
+    std::fs::write(
+        current.join("environment.json"),
+        env.replace("\"schema_version\": 3", "\"schema_version\": 4"),
+    )
+    .unwrap();
+    common::reseal(&current);
+    capshim()
+        .arg("report")
+        .arg(&current)
+        .assert()
+        .success()
+        .stdout(read(&current.join("report.md")))
+        .stderr(predicate::str::contains("bench bundle of schema_version 4"));
 }

@@ -108,10 +108,13 @@ pub struct Method {
     pub interval: &'static str,
 }
 
-/// The version of `summary.json`'s layout and statistics: 2 since speedup intervals are
-/// computed per round (paired rounds, Student's t); bundles without it were written with a
-/// bootstrap interval.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 3 since
+/// the manifest of raw files is in `environment.json` and every derived file is derived from
+/// the primary files alone (docs/bundles.md); 2 when speedup intervals became per round
+/// (paired rounds, Student's t); bundles without one were written with a bootstrap interval.
+/// Bump it whenever any derived file would come out different from the same raw files, so
+/// that `capshim report` shows older bundles as written instead of calling them changed.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything `report` prints and `bench` stores in `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,17 +1,16 @@
 //! What a bundle's `environment.json` records: the machine a bench ran on (OS, kernel,
 //! hardware model and CPU brand, read from the usual places on each platform: `sw_vers` and
 //! `sysctl` on macOS; `/etc/os-release`, `/proc/cpuinfo` and DMI on Linux; anything
-//! unavailable is `null`, never an error), the files it used with their checksums, and every
-//! llama-bench process it ran.
+//! unavailable is `null`, never an error), the files it used with their checksums, every
+//! llama-bench process it ran, and the manifest the derived files come from.
 
-use std::path::Path;
 use std::process::Command;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::error::{RunError, io};
 use super::plan::ArmPlan;
-use crate::bundle;
+use crate::bundle::Manifest;
+use crate::bundle::identity::FileId;
 use crate::launch::environment::EnvChange;
 
 /// What is known about the machine.
@@ -110,35 +109,13 @@ pub struct RunRecord {
     pub started_utc: String,
 }
 
-/// A file's path, size and SHA-256, for `environment.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FileId {
-    /// Absolute path.
-    pub path: String,
-    /// Size, in bytes.
-    pub bytes: u64,
-    /// SHA-256, lowercase hex.
-    pub sha256: String,
-}
-
-/// `path`'s size and SHA-256.
-///
-/// # Errors
-/// [`RunError::Io`] when it cannot be read.
-pub fn file_id(path: &Path) -> Result<FileId, RunError> {
-    let bytes = std::fs::metadata(path)
-        .map_err(io("cannot read", path))?
-        .len();
-    Ok(FileId {
-        path: path.display().to_string(),
-        bytes,
-        sha256: bundle::sums::sha256_file(path).map_err(io("cannot read", path))?,
-    })
-}
-
 /// The whole of `environment.json`.
 #[derive(Serialize)]
 pub struct Environment<'a> {
+    /// The bundle's layout version ([`SCHEMA_VERSION`](crate::analysis::SCHEMA_VERSION)).
+    pub schema_version: u32,
+    /// `bench`.
+    pub kind: &'static str,
     /// capshim's version.
     pub capshim_version: &'static str,
     /// When the run started, UTC.
@@ -161,6 +138,8 @@ pub struct Environment<'a> {
     pub rounds: u32,
     /// Every llama-bench process, in the order run.
     pub runs: &'a [RunRecord],
+    /// Which raw files belong to which arm and round: what the derived files come from.
+    pub bundle: &'a Manifest,
 }
 
 /// The llama.cpp build llama-bench reported.

@@ -2,10 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::analysis::AnalyzeError;
+use super::derive::DeriveError;
 use crate::bundle::BundleError;
-use crate::bundle::load::LoadError;
-use crate::export::ExportError;
+use crate::bundle::identity::IdentifyError;
 use crate::launch::Os;
 use crate::launch::status::StatusFileError;
 use crate::llama::bench_json::ParseError;
@@ -80,15 +79,12 @@ pub enum RunError {
         /// The shim library.
         dylib: String,
     },
-    /// A raw file of the new bundle is unreadable.
+    /// A file the runs use cannot be identified, or changed during the runs.
     #[error(transparent)]
-    Load(#[from] LoadError),
-    /// The arms cannot be compared.
+    Identify(#[from] IdentifyError),
+    /// The derived files cannot be made from the raw files.
     #[error(transparent)]
-    Analyze(#[from] AnalyzeError),
-    /// An output format failed.
-    #[error(transparent)]
-    Export(#[from] ExportError),
+    Derive(#[from] DeriveError),
     /// A JSON file could not be written.
     #[error("cannot serialize {what}: {source}")]
     Json {
@@ -111,7 +107,7 @@ pub enum RunError {
         note: &'static str,
     },
     /// Any of the above, after the bundle directory was created.
-    #[error("bench stopped; the raw files written so far are in {dir}")]
+    #[error("bench stopped; the raw files written so far are in {dir}, with an INCOMPLETE note")]
     Stopped {
         /// The partial bundle.
         dir: PathBuf,
@@ -126,6 +122,7 @@ impl RunError {
     pub fn interrupted_by(&self) -> Option<i32> {
         match self {
             RunError::Interrupted { number, .. } => Some(*number),
+            RunError::Identify(IdentifyError::Stopped { signal, .. }) => Some(*signal),
             RunError::Stopped { source, .. } => source.interrupted_by(),
             _ => None,
         }

@@ -8,15 +8,16 @@ use super::environment::RunRecord;
 use super::error::{RunError, io};
 use super::incomplete::interrupted;
 use super::plan::{ArmPlan, Plan};
+use crate::bundle::incomplete::Progress;
 use crate::bundle::time;
 use crate::launch::child::{self, ChildError};
 use crate::launch::signals::Forwarder;
 use crate::launch::status::StatusEvent;
 use crate::llama::{Activation, read_bench_file};
 
-/// Runs llama-bench once for `arm` in `round`: its JSON goes to `json_rel`, its stderr to
-/// `stderr_rel` and the shim's status file (unlocked arms) to `status_rel`, all relative to
-/// the bundle directory `dir`.
+/// Runs llama-bench once for `arm` in `round`: its JSON, its stderr and the shim's status
+/// file (unlocked arms) go to the three paths of `files`, relative to the bundle directory
+/// `dir`. `progress` is told when the process ended, before its result is checked.
 ///
 /// # Errors
 /// When llama-bench cannot start or fails, its output is unreadable, a signal stopped it,
@@ -28,10 +29,9 @@ pub fn run_one(
     round: u32,
     args: &[String],
     dir: &Path,
-    json_rel: &str,
-    stderr_rel: &str,
-    status_rel: Option<&str>,
+    (json_rel, stderr_rel, status_rel): (&str, &str, Option<&str>),
     signals: &Forwarder,
+    progress: &mut Progress,
 ) -> Result<RunRecord, RunError> {
     let json_path = dir.join(json_rel);
     let stderr_path = dir.join(stderr_rel);
@@ -64,6 +64,7 @@ pub fn run_one(
         // Whatever llama-bench did with the signal, the run was cut short.
         ChildError::Interrupted(number) => interrupted(number),
     })?;
+    progress.ended();
     let (status, started) = (finished.status, finished.started);
     let seconds = finished.seconds;
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();

@@ -6,13 +6,16 @@
 //! - [`runner`]: the run itself: every slot of the [`schedule`], then the seal.
 //! - [`schedule`]: the order of arms over rounds (forward and reversed in pairs of rounds).
 //! - [`executor`]: one llama-bench process, with or without the shim.
-//! - [`seal`]: analysis, reports, `environment.json` and `SHA256SUMS`.
+//! - [`seal`]: the derived files ([`derive`]), `environment.json` and `SHA256SUMS`.
+//! - [`check`]: `capshim report` on a bench bundle: every derived file derived again.
 //! - [`incomplete`]: the note a stopped run leaves instead of a seal.
 //! - [`environment`]: what machine, files and processes the run used.
 //! - [`error`]: why a run stopped.
 //!
 //! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
+pub mod check;
+pub mod derive;
 pub mod environment;
 mod error;
 mod executor;

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::llama::TestKey;
+
 /// Why the extra llama-bench arguments cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -16,6 +18,20 @@ pub enum PlanError {
         /// Why, and what to use instead.
         why: &'static str,
     },
+    /// The host baseline has none of the tests the bench runs.
+    #[error(
+        "--baseline has the tests {baseline}, but this bench runs {planned}: percent of host compares \
+         the same tests, and none is in both; run the bench as the baseline was run (here {fix}, and \
+         the same -d), or give a baseline of these tests"
+    )]
+    Baseline {
+        /// The baseline's tests.
+        baseline: String,
+        /// The bench's tests.
+        planned: String,
+        /// The `-p`/`-n` that would match.
+        fix: String,
+    },
     /// An extra llama-bench argument asks for a sweep of a setting.
     #[error(
         "the llama-bench option {option} after `--` sweeps a setting ({why}): llama-bench would run every \
@@ -28,6 +44,109 @@ pub enum PlanError {
         /// What makes it a sweep.
         why: String,
     },
+}
+
+/// What llama-bench is asked for, as tests: `-p`, `-n`, `-pg` at every `-d` depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Every test, in llama-bench's order.
+    pub tests: Vec<TestKey>,
+}
+
+/// A comma list of plain numbers; `None` for anything else (llama-bench's ranges such as
+/// `128-512+128`, which capshim does not expand).
+fn numbers(list: &str) -> Option<Vec<u64>> {
+    list.split(',').map(|v| v.trim().parse().ok()).collect()
+}
+
+/// The tests llama-bench runs for `-p n_prompt -n n_gen` and the extra arguments (`-d`, `-pg`),
+/// as llama-bench builds them: each depth, then each prompt length (ppP), generation length
+/// (tgN) and `-pg` pair (ppP+tgN), zeros skipped. `None` when a value is not a plain list of
+/// numbers, so the tests cannot be known before llama-bench runs.
+pub fn planned_tests(n_prompt: &str, n_gen: &str, extra: &[String]) -> Option<Planned> {
+    let mut depths = vec![0];
+    let mut pairs = Vec::new();
+    let mut args = extra.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-d" | "--n-depth" => depths = numbers(args.next()?)?,
+            "-pg" => match numbers(args.next()?)?.as_slice() {
+                [p, g] => pairs.push((*p, *g)),
+                _ => return None,
+            },
+            _ => {}
+        }
+    }
+    let (prompts, gens) = (numbers(n_prompt)?, numbers(n_gen)?);
+    let mut tests = Vec::new();
+    for &n_depth in &depths {
+        let key = |n_prompt, n_gen| TestKey {
+            n_prompt,
+            n_gen,
+            n_depth,
+        };
+        tests.extend(prompts.iter().filter(|&&p| p > 0).map(|&p| key(p, 0)));
+        tests.extend(gens.iter().filter(|&&g| g > 0).map(|&g| key(0, g)));
+        tests.extend(
+            pairs
+                .iter()
+                .filter(|(p, g)| *p > 0 || *g > 0)
+                .map(|&(p, g)| key(p, g)),
+        );
+    }
+    Some(Planned { tests })
+}
+
+/// Checks a host baseline's tests against the bench's, before the first run: none in common
+/// is an error (no percent of host at all); each planned test the baseline lacks is a warning.
+///
+/// # Errors
+/// [`PlanError::Baseline`] naming both sides' tests and the `-p`/`-n` that would match.
+pub fn check_baseline(baseline: &[TestKey], planned: &Planned) -> Result<Vec<String>, PlanError> {
+    let names = |keys: &[TestKey]| {
+        let mut names: Vec<String> = Vec::new();
+        for key in keys {
+            if !names.contains(&key.name()) {
+                names.push(key.name());
+            }
+        }
+        names.join(", ")
+    };
+    if !planned.tests.iter().any(|t| baseline.contains(t)) {
+        let list = |pick: fn(&TestKey) -> Option<u64>| {
+            let mut values: Vec<String> = Vec::new();
+            for v in baseline.iter().filter_map(pick) {
+                if !values.contains(&v.to_string()) {
+                    values.push(v.to_string());
+                }
+            }
+            if values.is_empty() {
+                "0".to_string()
+            } else {
+                values.join(",")
+            }
+        };
+        return Err(PlanError::Baseline {
+            baseline: names(baseline),
+            planned: names(&planned.tests),
+            fix: format!(
+                "-p {} -n {}",
+                list(|k| (k.n_gen == 0 && k.n_depth == 0).then_some(k.n_prompt)),
+                list(|k| (k.n_prompt == 0 && k.n_depth == 0).then_some(k.n_gen))
+            ),
+        });
+    }
+    Ok(planned
+        .tests
+        .iter()
+        .filter(|t| !baseline.contains(t))
+        .map(|t| {
+            format!(
+                "the baseline has no {t}: its percent of host will be `—`; the baseline has {}",
+                names(baseline)
+            )
+        })
+        .collect())
 }
 
 /// llama-bench options capshim sets itself, or that make it print no results; refused after `--`.
@@ -231,6 +350,54 @@ mod tests {
             "exps=CPU".into(),
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn planned_tests_follow_llama_bench_and_a_baseline_must_share_one() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let names = |p: &Planned| p.tests.iter().map(TestKey::name).collect::<Vec<_>>();
+        let p = planned_tests("512", "128", &[]).unwrap();
+        assert_eq!(names(&p), ["pp512", "tg128"]);
+        let p = planned_tests(
+            "0,64",
+            "16",
+            &args(&["-t", "2", "-d", "0,512", "-pg", "8,4"]),
+        )
+        .unwrap();
+        assert_eq!(
+            names(&p),
+            [
+                "pp64",
+                "tg16",
+                "pp8+tg4",
+                "pp64 @ d512",
+                "tg16 @ d512",
+                "pp8+tg4 @ d512"
+            ]
+        );
+        assert_eq!(planned_tests("128-512+128", "128", &[]), None);
+        assert_eq!(planned_tests("512", "128", &args(&["-d"])), None);
+
+        let host = planned_tests("512", "128", &[]).unwrap().tests;
+        let err = check_baseline(&host, &planned_tests("64", "16", &[]).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--baseline has the tests pp512, tg128, but this bench runs pp64, tg16"),
+            "{err}"
+        );
+        assert!(err.contains("here -p 512 -n 128"), "{err}");
+        let warnings = check_baseline(&host, &planned_tests("512", "16", &[]).unwrap()).unwrap();
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("the baseline has no tg16"),
+            "{warnings:?}"
+        );
+        assert!(
+            check_baseline(&host, &planned_tests("512", "128", &[]).unwrap())
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

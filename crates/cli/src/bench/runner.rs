@@ -1,27 +1,32 @@
-//! Runs the experiment: every arm as a fresh llama-bench process per round, in schedule order, with
-//! the shim injected only into unlocked arms; then seals the bundle. A failure or a signal
-//! leaves the bundle unsealed with an INCOMPLETE note.
+//! Runs the experiment: the files identified (the model hashed) before the first run, every
+//! arm as a fresh llama-bench process per round, in schedule order, with the shim injected
+//! only into unlocked arms; the files checked unchanged after the last run; then the seal. A
+//! failure or a signal leaves the bundle unsealed with an INCOMPLETE note.
 
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::environment::Files;
 use super::error::{RunError, io};
 use super::executor::run_one;
-use super::incomplete::{RunProgress, interrupted, write_incomplete};
+use super::incomplete::{interrupted, write_incomplete};
 use super::plan::Plan;
 use super::schedule::interleave;
 use super::seal::{Outcome, seal};
 use crate::analysis::Role;
+use crate::bundle::identity::{Stamp, identify};
+use crate::bundle::incomplete::Progress;
 use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
 use crate::launch::signals::Forwarder;
 
 /// Runs the plan and writes the bundle.
 ///
 /// # Errors
-/// When llama-bench fails, its output is unreadable, an unlocked arm did not activate (without
-/// `allow_inactive`), or the bundle cannot be written. Raw files written so far stay in the
-/// bundle directory, which the error names.
+/// When a file cannot be hashed, llama-bench fails, its output is unreadable, an unlocked arm
+/// did not activate (without `allow_inactive`), a file changed during the runs, or the bundle
+/// cannot be written. Raw files written so far stay in the bundle directory, which the error
+/// names.
 pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
     let started = time::now();
     // Before the bundle exists: a signal from now on stops the run cleanly.
@@ -31,7 +36,10 @@ pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
         source,
     })?;
     let dir = bundle::create(plan.output.as_deref())?;
-    let mut progress = RunProgress::default();
+    let mut progress = Progress {
+        total: plan.arms.len() as u64 * u64::from(plan.rounds),
+        ..Progress::default()
+    };
     run_in(plan, &dir, started, &signals, &mut progress).map_err(|e| {
         let _ = write_incomplete(&dir, &progress, &e);
         RunError::Stopped {
@@ -41,17 +49,43 @@ pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
     })
 }
 
+/// Identifies every file the runs use, the model first, before the first run.
+fn identify_files(plan: &Plan, signals: &Forwarder) -> Result<(Files, Vec<Stamp>), RunError> {
+    let stop = || signals.received();
+    let mut stamps = Vec::new();
+    let mut one = |path: &Path, what: &str| -> Result<_, RunError> {
+        let (id, stamp) = identify(path, what, &stop)?;
+        stamps.push(stamp);
+        Ok(id)
+    };
+    let files = Files {
+        model: one(&plan.model, "model")?,
+        llama_bench: one(&plan.llama_bench, "llama-bench")?,
+        dylib: plan
+            .dylib
+            .as_deref()
+            .map(|p| one(p, "shim library"))
+            .transpose()?,
+        baseline: plan
+            .baseline
+            .as_deref()
+            .map(|p| one(p, "baseline"))
+            .transpose()?,
+    };
+    Ok((files, stamps))
+}
+
 fn run_in(
     plan: &Plan,
     dir: &Path,
     started: u64,
     signals: &Forwarder,
-    done: &mut RunProgress,
+    done: &mut Progress,
 ) -> Result<Outcome, RunError> {
     let dir_abs = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
+    let (files, stamps) = identify_files(plan, signals)?;
     let args = plan.llama_args();
-    let slots = interleave(plan.arms.len(), plan.rounds);
-    let progress = ProgressBar::new(slots.len() as u64);
+    let progress = ProgressBar::new(done.total);
     progress.set_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}  ETA {eta}",
@@ -60,6 +94,7 @@ fn run_in(
     );
     let mut manifest = Manifest {
         format: bundle::manifest::FORMAT,
+        model: Some(plan.model.display().to_string()),
         arms: plan
             .arms
             .iter()
@@ -78,8 +113,7 @@ fn run_in(
             .collect(),
     };
     let mut records = Vec::new();
-    done.total = slots.len();
-    for slot in &slots {
+    for slot in interleave(plan.arms.len(), plan.rounds) {
         if let Some(number) = signals.received() {
             progress.finish_and_clear();
             return Err(interrupted(number));
@@ -97,7 +131,7 @@ fn run_in(
             .profile
             .is_some()
             .then(|| format!("{RAW_DIR}/{stem}.status.jsonl"));
-        done.current = Some(format!(
+        done.start(format!(
             "arm {} round {} ({json_rel})",
             arm.name, slot.round
         ));
@@ -107,13 +141,12 @@ fn run_in(
             slot.round,
             &args,
             &dir_abs,
-            &json_rel,
-            &stderr_rel,
-            status_rel.as_deref(),
+            (&json_rel, &stderr_rel, status_rel.as_deref()),
             signals,
+            done,
         )
         .inspect_err(|_| progress.finish_and_clear())?;
-        done.finished.extend(done.current.take());
+        done.finish();
         records.push(record);
         manifest.arms[slot.arm].runs.push(ManifestRun {
             round: slot.round,
@@ -124,6 +157,9 @@ fn run_in(
         progress.inc(1);
     }
     progress.finish_and_clear();
-
-    seal(plan, dir, started, manifest, &records, args)
+    // The results are of the files hashed before the first run only if none changed since.
+    for stamp in &stamps {
+        stamp.check()?;
+    }
+    seal(plan, dir, started, manifest, files, &records, args)
 }

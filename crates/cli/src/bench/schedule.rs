@@ -15,18 +15,16 @@ pub struct Slot {
 }
 
 /// Every run of `arms` arms over `rounds` rounds: rounds 1 and 2 in the given order, 3 and 4
-/// reversed, and so on (ABABBABA... for two arms, ABCABCCBACBA... for three).
-pub fn interleave(arms: usize, rounds: u32) -> Vec<Slot> {
-    let mut slots = Vec::with_capacity(arms * rounds as usize);
-    for round in 1..=rounds {
-        let order: Box<dyn Iterator<Item = usize>> = if reversed(round) {
-            Box::new((0..arms).rev())
-        } else {
-            Box::new(0..arms)
-        };
-        slots.extend(order.map(|arm| Slot { round, arm }));
-    }
-    slots
+/// reversed, and so on (ABABBABA... for two arms, ABCABCCBACBA... for three). Made one run at a
+/// time, so that any number of rounds costs no memory up front.
+pub fn interleave(arms: usize, rounds: u32) -> impl Iterator<Item = Slot> {
+    (1..=rounds).flat_map(move |round| {
+        let backwards = reversed(round);
+        (0..arms).map(move |i| Slot {
+            round,
+            arm: if backwards { arms - 1 - i } else { i },
+        })
+    })
 }
 
 #[cfg(test)]
@@ -35,7 +33,6 @@ mod tests {
 
     fn letters(arms: usize, rounds: u32) -> String {
         interleave(arms, rounds)
-            .iter()
             .map(|s| (b'A' + s.arm as u8) as char)
             .collect()
     }
@@ -48,8 +45,8 @@ mod tests {
         assert_eq!(letters(2, 8), "ABABBABAABABBABA");
         assert_eq!(letters(3, 4), "ABCABCCBACBA");
         assert_eq!(letters(1, 3), "AAA");
-        assert!(interleave(2, 0).is_empty());
-        let rounds: Vec<u32> = interleave(2, 2).iter().map(|s| s.round).collect();
+        assert_eq!(interleave(2, 0).count(), 0);
+        let rounds: Vec<u32> = interleave(2, 2).map(|s| s.round).collect();
         assert_eq!(rounds, vec![1, 1, 2, 2]);
         // The same arm twice in a row at every other round boundary, not at every one (ABBA).
         let s = letters(2, 10);
@@ -62,7 +59,7 @@ mod tests {
     #[test]
     fn every_arm_runs_once_per_round_and_sits_at_the_same_mean_position() {
         for arms in 1..5 {
-            let slots = interleave(arms, 4);
+            let slots: Vec<Slot> = interleave(arms, 4).collect();
             for arm in 0..arms {
                 let positions: Vec<usize> = slots
                     .iter()
@@ -75,5 +72,14 @@ mod tests {
                 assert_eq!(positions.iter().sum::<usize>() * 2, 4 * (arms - 1));
             }
         }
+    }
+
+    #[test]
+    fn the_largest_round_count_costs_nothing_up_front() {
+        // Building every slot of u32::MAX rounds first would need 2^33 slots of memory.
+        let first: Vec<Slot> = interleave(2, u32::MAX).take(8).collect();
+        let letters: String = first.iter().map(|s| (b'A' + s.arm as u8) as char).collect();
+        assert_eq!(letters, "ABABBABA");
+        assert_eq!(first[7].round, 4);
     }
 }

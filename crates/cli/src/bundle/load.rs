@@ -4,51 +4,52 @@
 use std::path::Path;
 
 use super::BundleError;
-use super::manifest::{FORMAT, Manifest, SummaryFile};
+use super::manifest::{EnvironmentFile, FORMAT, Manifest};
 use crate::analysis::{ArmInput, Role, RunInput};
 use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::{Activation, MetalReport, read_bench_file};
 
-/// Reads `dir/summary.json`'s manifest.
+/// Reads the manifest in `dir/environment.json` (a bench bundle of the current layout).
 ///
 /// # Errors
-/// [`BundleError::NotABundle`] when `summary.json` is missing or has no readable manifest.
+/// [`BundleError::NotABundle`] when `environment.json` has no readable manifest or the
+/// manifest names a file outside the bundle; [`BundleError::Io`] when it cannot be read.
 pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
-    let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| BundleError::NotABundle {
+    let path = dir.join("environment.json");
+    let not_a_bundle = |why: String| BundleError::NotABundle {
         path: dir.to_path_buf(),
-        why: format!("cannot read summary.json: {e}"),
+        why,
+    };
+    let text = std::fs::read_to_string(&path).map_err(BundleError::io("cannot read", &path))?;
+    let file: EnvironmentFile = serde_json::from_str(&text).map_err(|e| {
+        not_a_bundle(format!(
+            "environment.json has no readable `bundle` manifest: {e}"
+        ))
     })?;
-    let file: SummaryFile = serde_json::from_str(&text).map_err(|e| BundleError::NotABundle {
-        path: dir.to_path_buf(),
-        why: format!("summary.json has no readable `bundle` manifest: {e}"),
-    })?;
-    if file.bundle.format != FORMAT {
-        return Err(BundleError::NotABundle {
-            path: dir.to_path_buf(),
-            why: format!(
-                "manifest format {} is not {FORMAT}: use the capshim version that wrote it",
-                file.bundle.format
-            ),
-        });
+    let manifest = file
+        .bundle
+        .ok_or_else(|| not_a_bundle("environment.json has no `bundle` manifest".into()))?;
+    if manifest.format != FORMAT {
+        return Err(not_a_bundle(format!(
+            "manifest format {} is not {FORMAT}: use the capshim version that wrote it",
+            manifest.format
+        )));
     }
-    for run in file.bundle.arms.iter().flat_map(|a| &a.runs) {
+    for run in manifest.arms.iter().flat_map(|a| &a.runs) {
         let paths = [Some(&run.json), run.stderr.as_ref(), run.status.as_ref()];
         for rel in paths.into_iter().flatten() {
-            let inside = Path::new(rel)
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            let inside = !rel.is_empty()
+                && Path::new(rel)
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
             if !inside {
-                return Err(BundleError::NotABundle {
-                    path: dir.to_path_buf(),
-                    why: format!(
-                        "its manifest names {rel:?}, outside the bundle; only files inside it are checked"
-                    ),
-                });
+                return Err(not_a_bundle(format!(
+                    "its manifest names {rel:?}, outside the bundle; only files inside it are checked"
+                )));
             }
         }
     }
-    Ok(file.bundle)
+    Ok(manifest)
 }
 
 /// A raw file of a bundle that cannot be used.
@@ -57,9 +58,9 @@ pub enum LoadError {
     /// A llama-bench output is unreadable.
     #[error(transparent)]
     Bench(#[from] crate::llama::bench_json::ParseError),
-    /// A stderr capture is unreadable.
-    #[error("cannot read {path}: {source}; the bundle is incomplete: rerun `capshim bench`")]
-    Stderr {
+    /// A stderr capture or status file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
         /// The file.
         path: std::path::PathBuf,
         /// The I/O error.
@@ -70,8 +71,13 @@ pub enum LoadError {
     Status(#[from] StatusFileError),
 }
 
+fn read(path: std::path::PathBuf) -> Result<String, LoadError> {
+    std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path, source })
+}
+
 /// The analysis inputs of a bundle's arms. With `prefix`, arm names become `<prefix>/<arm>`
-/// and the arms form one group (several bundles side by side).
+/// and the arms form one group (several bundles side by side). The arms capshim ran (all but
+/// a host baseline) show the model file the manifest names.
 ///
 /// # Errors
 /// [`LoadError`] naming any raw file that cannot be read or parsed.
@@ -91,25 +97,26 @@ pub fn load_arms(
         let mut metal = Vec::new();
         let mut activations = Vec::new();
         for run in &arm.runs {
-            let rows = read_bench_file(&dir.join(&run.json))?;
+            let mut rows = read_bench_file(&dir.join(&run.json))?;
+            if let (Some(model), false) = (&manifest.model, arm.role == "host") {
+                for row in &mut rows {
+                    row.model.filename.clone_from(model);
+                }
+            }
             runs.push(RunInput {
                 round: run.round,
                 path: dir.join(&run.json),
                 rows,
             });
             let stderr = match &run.stderr {
-                Some(rel) => {
-                    let path = dir.join(rel);
-                    std::fs::read_to_string(&path)
-                        .map_err(|source| LoadError::Stderr { path, source })?
-                }
+                Some(rel) => read(dir.join(rel))?,
                 None => String::new(),
             };
             if run.stderr.is_some() {
                 metal.push((run.round, MetalReport::parse(&stderr)));
             }
             let events = match &run.status {
-                Some(rel) => StatusEvent::read_file(&dir.join(rel))?,
+                Some(rel) => StatusEvent::parse_file(rel, &read(dir.join(rel))?)?,
                 None => Vec::new(),
             };
             if run.stderr.is_some() {
@@ -142,26 +149,29 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let manifest = |json: &str| {
             format!(
-                r#"{{"rows":[],"bundle":{{"format":1,"arms":[{{"name":"stock","role":"stock","profile":"stock","shim":false,
+                r#"{{"schema_version":3,"bundle":{{"format":1,"arms":[{{"name":"stock","role":"stock","profile":"stock","shim":false,
                 "runs":[{{"round":1,"json":{json},"stderr":null,"status":null}}]}}]}}}}"#
             )
         };
-        std::fs::write(
-            tmp.path().join("summary.json"),
-            manifest("\"raw/stock-r1.json\""),
-        )
-        .unwrap();
+        let env = tmp.path().join("environment.json");
+        std::fs::write(&env, manifest("\"raw/stock-r1.json\"")).unwrap();
         assert_eq!(
             read_manifest(tmp.path()).unwrap().arms[0].runs[0].json,
             "raw/stock-r1.json"
         );
-        for bad in ["\"../outside.json\"", "\"/etc/passwd\"", "\"raw/../../x\""] {
-            std::fs::write(tmp.path().join("summary.json"), manifest(bad)).unwrap();
+        for bad in [
+            "\"../outside.json\"",
+            "\"/etc/passwd\"",
+            "\"raw/../../x\"",
+            "\"\"",
+        ] {
+            std::fs::write(&env, manifest(bad)).unwrap();
             let err = read_manifest(tmp.path()).unwrap_err().to_string();
             assert!(err.contains("outside the bundle"), "{bad}: {err}");
         }
-        std::fs::write(tmp.path().join("summary.json"), "{}").unwrap();
+        std::fs::write(&env, "{}").unwrap();
         let err = read_manifest(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("is not a capshim evidence bundle"), "{err}");
+        assert!(err.contains("no `bundle` manifest"), "{err}");
     }
 }

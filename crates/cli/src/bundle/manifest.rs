@@ -1,5 +1,6 @@
-//! The bundle's table of contents, stored under the `bundle` key of `summary.json`: which files
-//! belong to which arm and round, so `capshim report` re-renders a bundle from its raw files.
+//! A bench bundle's table of contents, stored under the `bundle` key of `environment.json`
+//! (and copied into `summary.json`): which files belong to which arm and round, so that
+//! `capshim report` derives a bundle's files again from its raw files.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,10 @@ pub const FORMAT: u32 = 1;
 pub struct Manifest {
     /// Layout version ([`FORMAT`]).
     pub format: u32,
+    /// The model file as capshim gave it to llama-bench (`-m`): the name shown for the arms
+    /// capshim ran, whatever llama-bench wrote (it garbles non-ASCII names in its JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Every arm, in the order they were given.
     pub arms: Vec<ManifestArm>,
 }
@@ -43,8 +48,8 @@ pub struct ManifestRun {
     pub status: Option<String>,
 }
 
-/// Only the manifest of a `summary.json`.
+/// Only the manifest of an `environment.json`.
 #[derive(Deserialize)]
-pub(crate) struct SummaryFile {
-    pub bundle: Manifest,
+pub(crate) struct EnvironmentFile {
+    pub bundle: Option<Manifest>,
 }

@@ -1,8 +1,19 @@
-//! Evidence bundles: a directory that holds a bench run's raw outputs and everything derived
-//! from them, sealed by `SHA256SUMS`. A bundle is created once and never overwritten.
+//! Evidence bundles: a directory that holds a run's raw outputs (`bench` or `verify`) and
+//! everything derived from them, sealed by `SHA256SUMS` and optionally signed. A bundle is
+//! created once and never overwritten. docs/bundles.md describes every file.
+//!
+//! - [`sums`]: `SHA256SUMS`, written and checked; [`sign`]: its OpenSSH signature.
+//! - [`schema`]: the kind and layout of a bundle, and the comparison of its derived files.
+//! - [`identity`]: the files a run used, hashed before its first process.
+//! - [`incomplete`]: the note a stopped run leaves instead of a seal.
+//! - [`manifest`] and [`load`]: a bench bundle's raw files, read back for the analysis.
 
+pub mod identity;
+pub mod incomplete;
 pub mod load;
 pub mod manifest;
+pub mod schema;
+pub mod sign;
 pub mod sums;
 pub mod time;
 
@@ -14,6 +25,8 @@ pub use sums::{verify, write_sums};
 
 /// The checksum file at the top of a bundle.
 pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The OpenSSH signature of [`SUMS_FILE`], when the bundle is signed.
+pub const SIG_FILE: &str = "SHA256SUMS.sig";
 /// The note `capshim bench` leaves in a bundle it could not finish.
 pub const INCOMPLETE_FILE: &str = "INCOMPLETE";
 /// The directory of raw llama-bench outputs, stderr and status files.
@@ -61,16 +74,37 @@ pub enum BundleError {
         /// Whether it holds an INCOMPLETE note.
         has_note: bool,
     },
-    /// The checksums hold but `report.md` is not what the raw files render to.
+    /// The checksums hold but a derived file is not what the raw files derive to.
     #[error(
-        "{path}: report.md does not match the raw data: re-rendering raw/ gives a different report, \
-         although every file matches {SUMS_FILE}, so {SUMS_FILE} was regenerated after files were edited; \
-         do not trust its figures: rerun `capshim bench`, or restore the bundle from its original copy"
+        "{path}: {file} does not match the raw data: deriving it again from raw/ and environment.json \
+         gives a different file, although every file matches {SUMS_FILE}, so {SUMS_FILE} was \
+         regenerated after files were edited; do not trust its figures: rerun `capshim {tool}`, or \
+         restore the bundle from its original copy"
     )]
-    ReportMismatch {
+    Mismatch {
         /// The bundle.
         path: PathBuf,
+        /// The derived file.
+        file: &'static str,
+        /// The command that wrote the bundle.
+        tool: &'static str,
     },
+    /// A raw file that matches its checksum gives no result: the run that sealed it read it,
+    /// so it was changed and resealed.
+    #[error(
+        "{path}: a raw file gives no result although it matches {SUMS_FILE} ({why}); the run that \
+         sealed the bundle read it, so it was changed and {SUMS_FILE} regenerated: do not trust \
+         its figures"
+    )]
+    BadRaw {
+        /// The bundle.
+        path: PathBuf,
+        /// What is wrong with the file.
+        why: String,
+    },
+    /// The signature was asked for and does not hold, or cannot be checked.
+    #[error(transparent)]
+    Signature(#[from] sign::SignError),
     /// The bundle's files do not match its `SHA256SUMS`.
     #[error(
         "{path} was changed after it was written: {}; do not trust its figures: run the capshim bench \
@@ -86,6 +120,20 @@ pub enum BundleError {
 }
 
 impl BundleError {
+    /// Whether the bundle is not to be trusted (exit code 3): changed, unfinished, derived
+    /// files that do not match, a bad or missing signature. Other errors (unreadable files,
+    /// not a bundle) are exit code 1.
+    pub fn untrusted(&self) -> bool {
+        match self {
+            BundleError::Tampered { .. }
+            | BundleError::Unfinished { .. }
+            | BundleError::Mismatch { .. }
+            | BundleError::BadRaw { .. } => true,
+            BundleError::Signature(e) => e.untrusted(),
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.to_path_buf();
         move |source| BundleError::Io {

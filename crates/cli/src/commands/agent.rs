@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
+use super::out;
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
 use crate::launch::environment::{ShimArgs, append_library};
 use crate::launch::{Os, dylib, preflight};
@@ -170,7 +171,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
     agent.check_xml()?;
 
     if !args.install {
-        print!("{}", agent.to_xml());
+        out(&agent.to_xml())?;
         eprintln!(
             "capshim: profile {resolved}; save this as ~/Library/LaunchAgents/{}.plist, or rerun with --install",
             agent.label
@@ -184,9 +185,10 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let path = agent
         .install(&home, args.force)
         .with_context(|| format!("installing LaunchAgent {}", agent.label))?;
-    println!("wrote {} (profile {resolved})", path.display());
+    let mut text = format!("wrote {} (profile {resolved})\n", path.display());
     for (what, command) in agent.launchctl_commands(&path) {
-        println!("  {what:<16} {command}");
+        text.push_str(&format!("  {what:<16} {command}\n"));
     }
+    out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

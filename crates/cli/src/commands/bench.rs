@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::UsageError;
+use super::{UsageError, out, sign};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::arms;
-use crate::bench::plan::{Plan, check_extra_args};
+use crate::bench::plan::{Plan, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
+use crate::bundle;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, dylib, preflight};
 use crate::llama::{read_bench_file, tools};
@@ -49,19 +50,32 @@ within it, `inconclusive` otherwise. Each arm's line gives the half-width (±%) 
 ±{band}%, about how many rounds would bring it within. More rounds narrow the interval; more -r barely
 does. docs/bench.md derives the method and gives A/A figures.
 
+Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
+a progress bar for a large model; Ctrl-C stops it) and their size and modification time noted;
+after the last run they must be unchanged, or the bench stops naming the file. A --baseline that
+shares no test with -p/-n (and -d) is refused before the first run; tests it lacks are named.
+
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
-bundle directory that is never overwritten: raw/<arm>-r<round>.json, .stderr and .status.jsonl,
-summary.json, results.csv, report.md, chart.svg, environment.json, SHA256SUMS.
-Re-render or verify it with `capshim report BUNDLE_DIR`.
+bundle directory that is never overwritten. Primary files: raw/<arm>-r<round>.json, .stderr and
+.status.jsonl, raw/host.json (--baseline), environment.json (the machine, the files' checksums,
+every command line, and the manifest of raw files). Derived from them: summary.json, results.csv,
+report.md, chart.svg. SHA256SUMS lists every file's SHA-256: it shows that no file changed since
+it was written, but anyone who edits the files can write a new one; `capshim report BUNDLE_DIR`
+also derives every derived file again and refuses a mismatch. Only a signature says who sealed
+it: --sign KEYFILE adds SHA256SUMS.sig (OpenSSH, namespace capshim-bundle; `capshim sign` adds one
+later), checked with `capshim report --allowed-signers FILE --identity ID`. docs/bundles.md.
 
 Interrupting: SIGINT (Ctrl-C), SIGTERM or SIGHUP is passed on to the running llama-bench; capshim
 waits for it, starts no further runs, leaves the bundle unsealed (no SHA256SUMS) with an INCOMPLETE
-note naming the runs that finished and why it stopped, and exits 128 + the signal's number.
+note naming the runs that finished and why it stopped, and exits 128 + the signal's number. A
+signal while the model is hashed stops that too, the same way.
 
 Exit codes:
   0    the bundle was written
-  1    error (llama-bench failed, the shim did not activate, bad input, bundle exists)
-  2    bad command line (also: a bad or duplicate arm label, an unknown profile name)
+  1    error (llama-bench failed, the shim did not activate, bad input, bundle exists, a file
+       changed during the runs, signing failed: the bundle is then sealed, unsigned)
+  2    bad command line (also: -r 0, --rounds 0, a bad or duplicate arm label, an unknown profile
+       name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -69,6 +83,7 @@ Examples:
   capshim bench -m model.gguf --baseline host.json --rounds 12 -o evidence-m1-ultra
   capshim bench -m model.gguf --profile again=stock   # A/A check: expect no difference
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
+  capshim bench -m model.gguf --sign ~/.ssh/id_ed25519 -o evidence-signed
 "
     )
 }
@@ -122,7 +137,8 @@ pub struct BenchArgs {
         short = 'r',
         long = "repetitions",
         default_value_t = 3,
-        value_name = "N"
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub repetitions: u32,
 
@@ -146,7 +162,7 @@ pub struct BenchArgs {
 
     /// Rounds: each arm runs once per round; pairs of rounds alternate the order. The speedup's interval
     /// needs at least 4; each round is one paired observation of it.
-    #[arg(long = "rounds", default_value_t = 10, value_name = "K")]
+    #[arg(long = "rounds", default_value_t = 10, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
 
     /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC, with -2, -3... appended when taken].
@@ -171,6 +187,12 @@ pub struct BenchArgs {
     #[arg(long = "json")]
     pub json: bool,
 
+    /// Sign the bundle when sealing it: SHA256SUMS.sig, an OpenSSH signature (ssh-keygen -Y
+    /// sign, namespace capshim-bundle) with this private key, or the public key (.pub) of a key
+    /// held by ssh-agent. Checked before the first run.
+    #[arg(long = "sign", value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
+
     /// Extra llama-bench arguments, after `--` (e.g. `-- -t 8 -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
     pub extra: Vec<String>,
@@ -187,10 +209,10 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Builds and checks the plan from the command line.
-fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
-    check_extra_args(&args.extra)?;
-    if args.rounds == 0 || args.repetitions == 0 {
-        bail!("--rounds and -r must be at least 1");
+fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
+    check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
+    if let Some(key) = &args.sign {
+        bundle::sign::check_key(key)?;
     }
     let model = absolute(&args.model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
@@ -258,7 +280,14 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
     let baseline = match &args.baseline {
         Some(p) => {
             let p = absolute(p, "baseline", "give the host's llama-bench -o json file")?;
-            read_bench_file(&p)?;
+            let keys: Vec<_> = read_bench_file(&p)?.iter().map(|r| r.key).collect();
+            if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &args.extra) {
+                let warnings =
+                    check_baseline(&keys, &planned).map_err(|e| UsageError(e.to_string()))?;
+                for warning in warnings {
+                    eprintln!("capshim: warning: {warning}");
+                }
+            }
             Some(p)
         }
         None => None,
@@ -279,37 +308,30 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool)> {
             output: args.output,
         },
         args.json,
+        args.sign,
     ))
 }
 
 /// Runs `capshim bench`.
 pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json) = plan(args)?;
+    let (plan, json, key) = plan(args)?;
     let outcome = match runner::run(&plan) {
         Ok(outcome) => outcome,
         Err(e) => {
             if let Some(number) = e.interrupted_by() {
-                let mut text = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(cause) = source {
-                    let cause_text = cause.to_string();
-                    if !text.contains(&cause_text) {
-                        text.push_str(": ");
-                        text.push_str(&cause_text);
-                    }
-                    source = cause.source();
-                }
-                eprintln!("capshim: error: {text}");
+                eprintln!("capshim: error: {}", crate::format::chain(&e));
                 return Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)));
             }
             return Err(e.into());
         }
     };
-    if json {
-        print!("{}", outcome.summary_json);
-    } else {
-        print!("{}", outcome.markdown);
-    }
     eprintln!("capshim: evidence bundle: {}", outcome.dir.display());
+    let signed = key.map(|key| sign::sign_sealed(&outcome.dir, &key));
+    out(if json {
+        &outcome.summary_json
+    } else {
+        &outcome.markdown
+    })?;
+    signed.transpose()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -24,7 +24,9 @@ pub struct CompletionsArgs {
 /// Prints the completion script for the chosen shell.
 pub fn execute(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
     let mut cmd = super::Cli::command();
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(args.shell, &mut cmd, "capshim", &mut out);
+    // Into memory first: clap_complete panics on a failed write, a closed pipe included.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "capshim", &mut script);
+    super::out(&String::from_utf8_lossy(&script))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,6 @@
 //! `capshim doctor`: check everything capshim knows can go wrong, with the fix.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -82,6 +81,6 @@ pub fn execute(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         doctor::render(&report, args.verbose)
     };
-    std::io::stdout().write_all(text.as_bytes())?;
+    super::out(&text)?;
     Ok(ExitCode::from(report.exit_code))
 }

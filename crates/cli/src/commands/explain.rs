@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::out;
 use crate::device::DeviceReport;
 use crate::explain;
 use crate::profile::ProfileArgs;
@@ -65,9 +66,9 @@ pub fn execute(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     }
     let e = explain::explain(&profile, report.as_ref().map(|r| (label.as_str(), r)));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&e)?);
+        out(&(serde_json::to_string_pretty(&e)? + "\n"))?;
     } else {
-        print!("{}", explain::render(&e));
+        out(&explain::render(&e))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::out;
 use crate::deploy::host::{self, Action, HostError, REMINDER, System};
 
 /// Exit code when the command needs the macOS host and this is another system.
@@ -41,7 +42,7 @@ pub struct HostArgs {
 /// Runs `capshim host`.
 pub fn execute(args: HostArgs) -> anyhow::Result<ExitCode> {
     if args.dry_run {
-        print!("{}", host::dry_run(args.action));
+        out(&host::dry_run(args.action))?;
         return Ok(ExitCode::SUCCESS);
     }
     if !cfg!(target_os = "macos") {
@@ -53,9 +54,9 @@ pub fn execute(args: HostArgs) -> anyhow::Result<ExitCode> {
     }
     match host::apply(args.action, &mut System) {
         Ok(state) => {
-            println!("{}", host::describe(state));
+            out(&format!("{}\n", host::describe(state)))?;
             if args.action != Action::Status {
-                println!("{REMINDER}");
+                out(&format!("{REMINDER}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

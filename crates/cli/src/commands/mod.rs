@@ -11,6 +11,7 @@ mod probe;
 mod profiles;
 mod report;
 mod run;
+mod sign;
 mod verify;
 
 use std::process::ExitCode;
@@ -25,6 +26,18 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Writes `text` to stdout and flushes it. A closed pipe (`capshim report --json | head`)
+/// is an error of kind [`std::io::ErrorKind::BrokenPipe`], which `main` ends on quietly.
+///
+/// # Errors
+/// The write's I/O error.
+pub fn out(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
 
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.
 #[derive(Debug, Parser)]
@@ -55,6 +68,8 @@ enum Command {
     /// Check that a profile keeps llama.cpp's results right (KL divergence, top-1 agreement,
     /// greedy text, kernel tests), arm by arm, into an evidence bundle.
     Verify(verify::VerifyArgs),
+    /// Sign a sealed evidence bundle with an OpenSSH key (adds SHA256SUMS.sig).
+    Sign(sign::SignArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -72,5 +87,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions(args) => completions::execute(args),
         Command::Man(args) => man::execute(args),
         Command::Verify(args) => verify::execute(args),
+        Command::Sign(args) => sign::execute(args),
     }
 }

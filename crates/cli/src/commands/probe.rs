@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
 
+use super::out;
 use crate::device::{self, DeviceReport};
 use crate::launch::environment::{ScopeArg, ShimSettings, child_env};
 use crate::launch::status::Summary;
@@ -127,10 +128,12 @@ fn compare(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
             activated: summary.activated(),
             summary: summary.line(),
         };
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        out(&(serde_json::to_string_pretty(&c)? + "\n"))?;
     } else {
-        println!("profile {resolved}");
-        print!("{}", device::render_compare(&stock, &shimmed));
+        out(&format!(
+            "profile {resolved}\n{}",
+            device::render_compare(&stock, &shimmed)
+        ))?;
     }
     eprintln!("{}", summary.line());
     Ok(ExitCode::SUCCESS)
@@ -157,9 +160,9 @@ pub fn execute(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         .metal_device()
         .map_err(anyhow::Error::msg)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
-        print!("{}", device::render(&report));
+        out(&device::render(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }

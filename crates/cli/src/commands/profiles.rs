@@ -9,6 +9,7 @@ use capshim_profile::{GpuFamily, Profile};
 use clap::Args;
 use serde::Serialize;
 
+use super::out;
 use crate::platform::facts;
 use crate::profile::{ChipMatch, chip};
 
@@ -247,9 +248,9 @@ fn host_chip(given: Option<&str>) -> Result<ChipMatch, String> {
 pub fn execute(args: ProfilesArgs) -> anyhow::Result<ExitCode> {
     let l = listing(host_chip(args.cpu_brand.as_deref()));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&l)?);
+        out(&(serde_json::to_string_pretty(&l)? + "\n"))?;
     } else {
-        print!("{}", render(&l));
+        out(&render(&l))?;
     }
     Ok(ExitCode::SUCCESS)
 }

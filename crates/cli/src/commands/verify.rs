@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::UsageError;
+use super::{UsageError, out, sign};
 use crate::arms;
 use crate::launch::{Os, dylib};
 use crate::llama::tools;
@@ -47,15 +47,17 @@ sources: llama.cpp's own quantization comparisons.
 Tools are found in --llama-dir DIR, else on PATH, else in the cache scripts/llama/build.sh
 builds. Output: the report on stdout (Markdown, or summary.json with --json), progress on stderr,
 and an evidence bundle that is never overwritten: raw/<arm>-<step>.stdout, .stderr and
-.status.jsonl, summary.json, report.md, environment.json, SHA256SUMS. `capshim report BUNDLE`
-checks and shows it again. A signal (Ctrl-C, SIGTERM, SIGHUP) stops the running tool; the
+.status.jsonl, environment.json (with the manifest), and derived from them summary.json and
+report.md, then SHA256SUMS (and, with --sign KEYFILE, SHA256SUMS.sig: docs/bundles.md says what
+each proves). `capshim report BUNDLE` checks and shows it again. A signal (Ctrl-C, SIGTERM, SIGHUP) stops the running tool; the
 bundle is left unsealed with an INCOMPLETE note.
 
 Exit codes:
   0    every compared arm is equivalent (or only the reference ran, with --save-base)
   5    at least one arm is different
   1    error (a tool missing, failing or printing no result, the text too short, the reference's
-       shim inactive, bundle exists), or an arm was not run (its shim did not activate)
+       shim inactive, bundle exists, signing failed: the bundle is then sealed, unsigned), or an
+       arm was not run (its shim did not activate)
   2    bad command line (also: bad or duplicate arm labels, --reference naming no arm)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
@@ -181,6 +183,11 @@ pub struct VerifyArgs {
     #[arg(long = "json")]
     pub json: bool,
 
+    /// Sign the bundle when sealing it (SHA256SUMS.sig), as `capshim bench --sign` does: an
+    /// OpenSSH private key, or the public key (.pub) of a key held by ssh-agent.
+    #[arg(long = "sign", value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
+
     /// Extra arguments for llama-perplexity and llama-completion, after `--` (e.g. `-- -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_ARGS")]
     pub extra: Vec<String>,
@@ -201,8 +208,11 @@ fn existing_file(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> 
 }
 
 /// Builds and checks the plan from the command line.
-fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
+fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
     plan::check_extra_args(&args.extra).map_err(usage)?;
+    if let Some(key) = &args.sign {
+        crate::bundle::sign::check_key(key)?;
+    }
     let t = Thresholds {
         max_kld_mean: args.max_kld,
         max_kld_p99: args.max_kld_p99,
@@ -360,12 +370,13 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool)> {
             output: args.output,
         },
         args.json,
+        args.sign,
     ))
 }
 
 /// Runs `capshim verify`.
 pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json) = plan(args)?;
+    let (plan, json, key) = plan(args)?;
     let outcome = match runner::run(&plan) {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -376,15 +387,14 @@ pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             return Err(e.into());
         }
     };
-    print!(
-        "{}",
-        if json {
-            &outcome.summary_json
-        } else {
-            &outcome.markdown
-        }
-    );
     eprintln!("capshim: evidence bundle: {}", outcome.dir.display());
+    let signed = key.map(|key| sign::sign_sealed(&outcome.dir, &key));
+    out(if json {
+        &outcome.summary_json
+    } else {
+        &outcome.markdown
+    })?;
+    signed.transpose()?;
     Ok(ExitCode::from(match outcome.summary.result {
         "different" => EXIT_DIFFERENT,
         "incomplete" => {

@@ -89,12 +89,10 @@ fn family_keys<'de, D: serde::Deserializer<'de>>(
 #[derive(Debug, Error)]
 pub enum ReportError {
     /// The file cannot be read.
-    #[error("cannot read {path}: {source}; check the path given to --stock")]
+    #[error("{source}; check the path given to --stock")]
     Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why: the OS error, or not a regular file.
+        source: crate::input_file::InputError,
     },
     /// The file is not probe JSON.
     #[error(
@@ -202,10 +200,9 @@ impl DeviceReport {
     /// # Errors
     /// [`ReportError`] naming the file.
     pub fn read(path: &Path) -> Result<DeviceReport, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // A probe report is a few kilobytes of JSON.
+        let text = crate::input_file::read_text(path, 1 << 20, "a probe report")
+            .map_err(|source| ReportError::Read { source })?;
         DeviceReport::from_json(path, &text)
     }
 }

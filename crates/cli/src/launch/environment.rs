@@ -65,12 +65,31 @@ pub struct ShimArgs {
     pub scope: ScopeArg,
 
     /// Activate only in processes with this executable name (default: the command's own name)
-    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "", value_parser = process_name)]
     pub only_process: Option<String>,
 
     /// What the shim logs on stderr (default: activation)
     #[arg(long, value_enum)]
     pub log: Option<LogArg>,
+}
+
+/// `--only-process`'s value: an executable's file name. The shim compares it with the name
+/// of the running executable, never a path, so a path could never match and is refused.
+///
+/// # Errors
+/// The message for clap (exit code 2), naming the file name to give instead.
+pub fn process_name(value: &str) -> Result<String, String> {
+    if !value.contains('/') {
+        return Ok(value.to_string());
+    }
+    let name = Path::new(value)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Err(format!(
+        "{value:?} is a path, and a path never matches: the shim compares the executable's file \
+         name; give --only-process {name}"
+    ))
 }
 
 impl ShimArgs {
@@ -167,11 +186,39 @@ pub fn append_library(existing: Option<&OsStr>, library: &OsStr) -> OsString {
     }
 }
 
+/// Whether an entry of the injection variable names a capshim library: its file name is
+/// `libcapshim.dylib` or `libcapshim.so`, or it is `library` itself.
+fn is_capshim_library(entry: &[u8], library: &OsStr) -> bool {
+    let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
+    entry == library.as_encoded_bytes()
+        || [Os::MacOs, Os::Linux]
+            .iter()
+            .any(|os| name == os.library_name().as_bytes())
+}
+
+/// The injection variable's `value` without its capshim libraries (see
+/// [`is_capshim_library`]), entries split at `:` (and, for `LD_PRELOAD`, which glibc also
+/// splits at spaces, at spaces); `None` when nothing else is left.
+pub fn strip_capshim_libraries(value: &OsStr, library: &OsStr, os: Os) -> Option<OsString> {
+    let bytes = value.as_encoded_bytes();
+    let split = |b: &u8| *b == b':' || (os == Os::Linux && *b == b' ');
+    let kept: Vec<&[u8]> = bytes
+        .split(split)
+        .filter(|e| !e.is_empty() && !is_capshim_library(e, library))
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    Some(std::os::unix::ffi::OsStringExt::from_vec(kept.join(&b':')))
+}
+
 /// The child's whole environment, from the parent's.
 ///
 /// Inherited `CAPSHIM_*` and `LUME_METAL_*` variables are dropped, so exactly the chosen
-/// profile applies (an inherited alias with another value would make the shim refuse).
-/// For a profile, the shim's variables are set and the library is appended to the
+/// profile applies (an inherited alias with another value would make the shim refuse), and
+/// so are capshim libraries already in the injection variable (a `capshim run` inside another,
+/// or a shell that exported it), so that one shim hooks, not two: as `bench` clears it for its
+/// arms. For a profile, the shim's variables are set and the library is appended to the
 /// injection variable; for stock nothing is injected.
 pub fn child_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
@@ -183,13 +230,15 @@ pub fn child_env(
         .into_iter()
         .filter(|(k, _)| !env::is_capshim_var(k.as_encoded_bytes()))
         .collect();
-    if settings.profile.is_none() {
-        return out;
-    }
     let existing = out
         .iter()
         .position(|(k, _)| k == injection)
-        .map(|i| out.remove(i).1);
+        .map(|i| out.remove(i).1)
+        .and_then(|v| strip_capshim_libraries(&v, settings.library.as_os_str(), os));
+    if settings.profile.is_none() {
+        out.extend(existing.map(|v| (OsString::from(injection), v)));
+        return out;
+    }
     out.extend(
         settings
             .shim_vars()
@@ -341,6 +390,15 @@ mod tests {
     }
 
     #[test]
+    fn only_process_takes_a_file_name_never_a_path() {
+        assert_eq!(process_name("llama-server").unwrap(), "llama-server");
+        assert_eq!(process_name("").unwrap(), "");
+        let err = process_name("/opt/llama/bin/llama-server").unwrap_err();
+        assert!(err.contains("give --only-process llama-server"), "{err}");
+        assert!(process_name("bin/llama-server").is_err());
+    }
+
+    #[test]
     fn only_process_without_a_name_means_the_commands_own() {
         let args = ShimArgs {
             only_process: Some(String::new()),
@@ -368,6 +426,56 @@ mod tests {
                 .settings(None, PathBuf::new(), OsStr::new("x"), None)
                 .only_process,
             None
+        );
+    }
+
+    #[test]
+    fn inherited_capshim_libraries_are_stripped_so_one_shim_hooks() {
+        let lib = OsStr::new("/opt/capshim/libcapshim.so");
+        let strip = |v: &str, os| {
+            strip_capshim_libraries(OsStr::new(v), lib, os).map(|s| s.into_string().unwrap())
+        };
+        assert_eq!(
+            strip("/a/libx.so:/old/libcapshim.so:/b/liby.so", Os::Linux).as_deref(),
+            Some("/a/libx.so:/b/liby.so")
+        );
+        assert_eq!(
+            strip("/old/libcapshim.so /a/libx.so", Os::Linux).as_deref(),
+            Some("/a/libx.so")
+        );
+        assert_eq!(
+            strip("libcapshim.dylib:/opt/capshim/libcapshim.so", Os::MacOs),
+            None
+        );
+        assert_eq!(
+            strip("/a/libcapshim.so.bak", Os::Linux).as_deref(),
+            Some("/a/libcapshim.so.bak")
+        );
+
+        let parent = pairs(&[("LD_PRELOAD", "/a/libx.so:/home/u/build/libcapshim.so")]);
+        let out = child_env(parent.clone(), &settings(), Os::Linux);
+        let get = |out: &[(OsString, OsString)]| {
+            out.iter()
+                .find(|(k, _)| k == "LD_PRELOAD")
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            get(&out).as_deref(),
+            Some("/a/libx.so:/opt/capshim/libcapshim.so")
+        );
+        let mut stock = settings();
+        stock.profile = None;
+        assert_eq!(
+            get(&child_env(parent, &stock, Os::Linux)).as_deref(),
+            Some("/a/libx.so")
+        );
+        let only_shim = pairs(&[
+            ("LD_PRELOAD", "/home/u/build/libcapshim.so"),
+            ("HOME", "/h"),
+        ]);
+        assert_eq!(
+            child_env(only_shim, &stock, Os::Linux),
+            pairs(&[("HOME", "/h")])
         );
     }
 

@@ -177,12 +177,10 @@ struct RawRow {
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}; check the path")]
+    #[error("{source}; check the path")]
     Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// Why: the OS error, not a regular file, or too large.
+        source: crate::input_file::InputError,
     },
     /// The file is empty.
     #[error(
@@ -247,15 +245,18 @@ pub enum ParseError {
     },
 }
 
-/// Reads and parses a llama-bench `-o json` or `-o jsonl` file.
+/// The most bytes a llama-bench output file may have: each result is about a kilobyte, plus
+/// its samples.
+pub const MAX_BYTES: u64 = 256 << 20;
+
+/// Reads and parses a llama-bench `-o json` or `-o jsonl` file: a regular file, or a shell's
+/// `<(...)` pipe (see [`crate::input_file`]).
 ///
 /// # Errors
 /// [`ParseError`] naming the file when it cannot be read or is not llama-bench output.
 pub fn read_bench_file(path: &Path) -> Result<Vec<BenchRow>, ParseError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ParseError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::input_file::read_text(path, MAX_BYTES, "llama-bench JSON output")
+        .map_err(|source| ParseError::Read { source })?;
     parse_bench_output(path, &text)
 }
 

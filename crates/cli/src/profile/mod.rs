@@ -29,6 +29,9 @@ use thiserror::Error;
 use crate::platform::facts::{self, SystemFacts};
 pub use chip::ChipMatch;
 
+/// The most bytes a profile file may have: a few lines of TOML.
+const PROFILE_FILE_MAX: u64 = 1 << 20;
+
 /// The help heading of the profile options.
 const HEADING: &str = "Profile options";
 
@@ -117,12 +120,10 @@ pub enum ProfileArgsError {
     #[error(transparent)]
     UnknownBrand(#[from] named::UnknownBrand),
     /// The profile file cannot be read.
-    #[error("cannot read profile file {path}: {source}; check the path given to --profile-file")]
+    #[error("the profile file: {source}; check the path given to --profile-file")]
     ReadFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why: the OS error, or not a regular file.
+        source: crate::input_file::InputError,
     },
     /// The profile file is not valid profile TOML.
     #[error(
@@ -269,11 +270,8 @@ impl ProfileArgs {
         notes: &mut Vec<String>,
     ) -> Result<Option<Base>, ProfileArgsError> {
         if let Some(path) = &self.profile_file {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| ProfileArgsError::ReadFile {
-                    path: path.clone(),
-                    source,
-                })?;
+            let text = crate::input_file::read_text(path, PROFILE_FILE_MAX, "a profile file")
+                .map_err(|source| ProfileArgsError::ReadFile { source })?;
             let (name, fields) = file::parse(path, &text)?;
             return Ok(Some(Base {
                 name: name.unwrap_or_else(|| "custom".to_string()),

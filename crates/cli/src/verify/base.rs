@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::environment::FileId;
+use crate::bundle::identity::FileId;
 use crate::llama::backend_ops::KernelTests;
 
 /// The bytes a base file starts with.

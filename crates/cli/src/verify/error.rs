@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use super::base::BaseError;
 use super::derive::DeriveError;
 use crate::bundle::BundleError;
+use crate::bundle::identity::IdentifyError;
 use crate::launch::Os;
 
 /// Why a verify run stopped.
@@ -23,6 +24,9 @@ pub enum VerifyError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A file cannot be identified (hashed), or a signal stopped its hashing.
+    #[error(transparent)]
+    Identify(#[from] IdentifyError),
     /// A tool could not be started.
     #[error("cannot start {tool} {path}: {source}; check --llama-dir")]
     Spawn {
@@ -109,6 +113,7 @@ impl VerifyError {
     pub fn interrupted_by(&self) -> Option<i32> {
         match self {
             VerifyError::Interrupted { number, .. } => Some(*number),
+            VerifyError::Identify(IdentifyError::Stopped { signal, .. }) => Some(*signal),
             VerifyError::Stopped { source, .. } => source.interrupted_by(),
             _ => None,
         }

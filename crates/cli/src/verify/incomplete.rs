@@ -1,21 +1,20 @@
-//! The INCOMPLETE note a stopped verify run leaves in its bundle: which steps finished, which
-//! did not, and why it stopped.
+//! The INCOMPLETE note a stopped verify run leaves in its bundle (worded by
+//! [`crate::bundle::incomplete`]): which steps finished, which did not, why it stopped, and
+//! the half-written base removed.
 
 use std::path::{Path, PathBuf};
 
 use super::error::VerifyError;
-use crate::bundle;
+use crate::bundle::identity::IdentifyError;
+use crate::bundle::incomplete::{self, Note};
+use crate::bundle::{self};
 use crate::launch::signals;
 
 /// What the run has done so far.
 #[derive(Default)]
 pub struct Progress {
-    /// Steps planned.
-    pub total: usize,
-    /// Steps finished, as `arm NAME: TOOL (raw/FILE)`.
-    pub finished: Vec<String>,
-    /// The step under way, if any.
-    pub current: Option<String>,
+    /// The steps, as `arm NAME: TOOL (raw/FILE)`.
+    pub work: incomplete::Progress,
     /// A base being written with `--save-base` whose description is not written yet: removed
     /// when the run stops, so that no half-written base is left to be compared with.
     pub partial_base: Option<PathBuf>,
@@ -28,56 +27,32 @@ pub fn write_incomplete(
     why: &VerifyError,
     removed: Option<&Path>,
 ) -> std::io::Result<()> {
-    let mut text = String::from(
-        "This bundle is unfinished: the `capshim verify` run that wrote it stopped before it sealed it.\n\
-         It has no SHA256SUMS, summary.json or report.md; `capshim report` refuses it. Do not use its\n\
-         raw files as a verdict; rerun `capshim verify`.\n\n",
-    );
-    let mut reason = match why {
+    let reason = match why {
         VerifyError::Interrupted { signal, .. } => format!(
             "interrupted by {signal}; capshim passed it on to the running llama.cpp tool, waited for \
              it and started no further step"
         ),
-        other => other.to_string(),
-    };
-    let mut source = std::error::Error::source(why);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !reason.contains(&text) {
-            reason.push_str(": ");
-            reason.push_str(&text);
+        VerifyError::Identify(e @ IdentifyError::Stopped { .. }) => {
+            format!("{e}, before the first step; no step was started")
         }
-        source = cause.source();
-    }
-    text.push_str(&format!("Why it stopped: {reason}\n\n"));
-    text.push_str(&format!(
-        "Steps finished ({} of {}):\n",
-        progress.finished.len(),
-        progress.total
-    ));
-    if progress.finished.is_empty() {
-        text.push_str("  none\n");
-    }
-    for step in &progress.finished {
-        text.push_str(&format!("  {step}\n"));
-    }
-    if let Some(step) = &progress.current {
-        text.push_str(&format!(
-            "\nStep that did not finish (its raw files are partial):\n  {step}\n"
-        ));
-    }
-    let done = progress.finished.len() + usize::from(progress.current.is_some());
-    text.push_str(&format!(
-        "\nSteps never started: {}\n",
-        progress.total.saturating_sub(done)
-    ));
-    if let Some(base) = removed {
-        text.push_str(&format!(
-            "\nThe base being saved, {}, was incomplete and has been removed.\n",
-            base.display()
-        ));
-    }
-    std::fs::write(dir.join(bundle::INCOMPLETE_FILE), text)
+        other => crate::format::chain(other),
+    };
+    incomplete::write(
+        dir,
+        &Note {
+            command: "verify",
+            unit: "step",
+            progress: &progress.work,
+            reason,
+            derived: &["summary.json", "report.md"],
+            footer: removed.map(|base| {
+                format!(
+                    "The base being saved, {}, was incomplete and has been removed.",
+                    base.display()
+                )
+            }),
+        },
+    )
 }
 
 /// The error of a run stopped by signal `number`.

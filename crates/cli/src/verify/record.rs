@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::manifest::{KIND, Manifest, SCHEMA_VERSION, Step};
 use crate::arms::Arm;
-use crate::bench::environment::{FileId, Machine};
+use crate::bench::environment::Machine;
+use crate::bundle::identity::FileId;
 use crate::launch::environment::EnvChange;
 
 /// One process of a verify run.

@@ -27,7 +27,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, VerifyError> {
     // Before anything else: a signal from now on stops the run cleanly.
     let signals = Forwarder::start_with(true)
         .map_err(io("cannot catch signals for", Path::new("capshim verify")))?;
-    let prepared = Prepared::new(plan)?;
+    let prepared = Prepared::new(plan, &|| signals.received())?;
     if let Some(number) = signals.received() {
         return Err(interrupted(number));
     }
@@ -81,7 +81,7 @@ fn run_in(
         .chain(plan.kernels.as_ref().map(|_| Step::Kernels))
         .collect();
     let order = plan.order();
-    progress.total = order.len() * steps.len();
+    progress.work.total = (order.len() * steps.len()) as u64;
     let mut records = Vec::new();
     let inherited: Vec<String> = std::env::vars_os()
         .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -141,10 +141,10 @@ fn run_in(
             let label = format!("arm {}: {} ({})", arm.name, step.tool(), files.stdout);
             eprintln!(
                 "capshim: verify: {label} [{}/{}]",
-                progress.finished.len() + 1,
-                progress.total
+                progress.work.finished.len() + 1,
+                progress.work.total
             );
-            progress.current = Some(label.clone());
+            progress.work.start(label.clone());
             let mut argv = vec![tool.display().to_string()];
             argv.extend(args.iter().cloned());
             let finished = child::run(
@@ -165,6 +165,7 @@ fn run_in(
                 ChildError::Wait { program, source } => io("cannot wait for", &program)(source),
                 ChildError::Interrupted(number) => interrupted(number),
             })?;
+            progress.work.ended();
             records.push(StepRecord {
                 arm: arm.name.clone(),
                 step,
@@ -191,9 +192,7 @@ fn run_in(
             marm.steps.push(files.clone());
             let marm = manifest.arms.last().expect("pushed above");
             let result: StepResult = read_step(&dir, &manifest, marm, &files)?;
-            progress
-                .finished
-                .push(progress.current.take().unwrap_or_default());
+            progress.work.finish();
             if let Some(why) = result.inactive(step).filter(|_| !plan.allow_inactive) {
                 if is_reference {
                     return Err(VerifyError::ReferenceInactive {
@@ -210,7 +209,7 @@ fn run_in(
                     "capshim: verify: arm {} is not run further: {why}",
                     arm.name
                 );
-                progress.total -= steps.len() - marm.steps.len();
+                progress.work.total -= (steps.len() - marm.steps.len()) as u64;
                 break;
             }
         }

@@ -16,7 +16,8 @@ use super::plan::{BUILTIN_TEXT, Plan, Reference, Text};
 use super::record::{Environment, Files, StepRecord};
 use super::render;
 use super::summary::Summary;
-use crate::bench::environment::{self, FileId, file_id};
+use crate::bench::environment;
+use crate::bundle::identity::{FileId, file_id, identify};
 use crate::bundle::{self, RAW_DIR, time};
 use crate::launch::Os;
 use crate::llama::backend_ops::BackendOps;
@@ -45,14 +46,6 @@ pub struct Prepared {
     pub base_warnings: Vec<String>,
 }
 
-fn identify(path: &Path) -> Result<FileId, VerifyError> {
-    file_id(path).map_err(|e| VerifyError::Io {
-        action: "cannot read",
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })
-}
-
 fn file_name(path: &str) -> String {
     Path::new(path)
         .file_name()
@@ -60,22 +53,15 @@ fn file_name(path: &str) -> String {
 }
 
 impl Prepared {
-    /// Hashes the model (and the base), and compares the base's description with this run.
+    /// Hashes the model (and the base), with progress on stderr and stopped between blocks
+    /// when `stop` returns a signal, and compares the base's description with this run.
     ///
     /// # Errors
-    /// When a file cannot be read.
-    pub fn new(plan: &Plan) -> Result<Prepared, VerifyError> {
-        let size = std::fs::metadata(&plan.model).map_or(0, |m| m.len());
-        if size > 1 << 30 {
-            eprintln!(
-                "capshim: verify: computing the SHA-256 of {} ({:.1} GB) before the first run",
-                plan.model.display(),
-                size as f64 / 1e9
-            );
-        }
-        let model = identify(&plan.model)?;
+    /// When a file cannot be read, or a signal stopped the hashing.
+    pub fn new(plan: &Plan, stop: &dyn Fn() -> Option<i32>) -> Result<Prepared, VerifyError> {
+        let (model, _) = identify(&plan.model, "model", stop)?;
         let text = match &plan.text {
-            Text::File(path) => identify(path)?,
+            Text::File(path) => file_id(path)?,
             Text::Builtin => FileId {
                 path: "built-in".to_string(),
                 bytes: BUILTIN_TEXT.len() as u64,
@@ -83,6 +69,7 @@ impl Prepared {
                     .iter()
                     .map(|b| format!("{b:02x}"))
                     .collect(),
+                modified_utc: None,
             },
         };
         let mut prepared = Prepared {
@@ -92,7 +79,7 @@ impl Prepared {
             base_warnings: Vec::new(),
         };
         if let Reference::Base { path, sidecar, .. } = &plan.reference {
-            let id = identify(path)?;
+            let (id, _) = identify(path, "base", stop)?;
             let warnings = &mut prepared.base_warnings;
             match sidecar {
                 None => warnings.push(format!(
@@ -195,7 +182,7 @@ pub fn write_sidecar(
     path: &Path,
 ) -> Result<BaseRecord, VerifyError> {
     let header = base::read_header(path)?;
-    let base = identify(path)?;
+    let base = file_id(path)?;
     let arm = manifest.arms.last().expect("the reference ran");
     let mut sidecar = Sidecar {
         format: SIDECAR_FORMAT.to_string(),
@@ -272,11 +259,11 @@ pub fn seal(
     let summary_json = pretty("summary.json", &summary)?;
     let markdown = render::markdown(&summary);
     let mut tools = vec![
-        ("llama-perplexity", identify(&plan.tools.perplexity)?),
-        ("llama-completion", identify(&plan.tools.completion)?),
+        ("llama-perplexity", file_id(&plan.tools.perplexity)?),
+        ("llama-completion", file_id(&plan.tools.completion)?),
     ];
     if let Some(path) = &plan.tools.backend_ops {
-        tools.push(("test-backend-ops", identify(path)?));
+        tools.push(("test-backend-ops", file_id(path)?));
     }
     let (schema_version, kind) = Environment::HEADER;
     let env = Environment {
@@ -290,7 +277,7 @@ pub fn seal(
         files: Files {
             model: prepared.model.clone(),
             text: Some(prepared.text.clone()),
-            dylib: plan.dylib.as_deref().map(identify).transpose()?,
+            dylib: plan.dylib.as_deref().map(file_id).transpose()?,
             tools,
         },
         arms: &plan.arms,

@@ -164,6 +164,20 @@ pub fn assert_report_refuses(bundle: &Path, message: &str) -> assert_cmd::assert
         .stderr(predicate::str::contains(message))
 }
 
+/// Regenerates `dir/SHA256SUMS` the way `sha256sum` would, as someone who edited files of a
+/// bundle could.
+pub fn reseal(dir: &Path) {
+    let status = std::process::Command::new("sh")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "find . -type f ! -name SHA256SUMS ! -name SHA256SUMS.sig | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success(), "sha256sum failed in {}", dir.display());
+}
+
 /// One llama-bench result in the exact `-o json` field layout (abbreviated to what matters).
 pub fn result(model: &str, n_prompt: u64, n_gen: u64, samples: &[f64]) -> serde_json::Value {
     serde_json::json!({

@@ -1,0 +1,89 @@
+//! A bench bundle's derived files, from its primary files alone: the raw llama-bench outputs
+//! under `raw/` and the manifest in `environment.json` give the [`Summary`], which gives
+//! `summary.json`, `report.md`, `results.csv` and `chart.svg`. The seal writes what
+//! [`derive`] returns; `capshim report` derives it again and compares ([`super::check`]).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::analysis::{AnalyzeError, Summary, analyze};
+use crate::bundle::Manifest;
+use crate::bundle::load::{LoadError, load_arms};
+use crate::export::{self, ExportError};
+
+/// The derived files of a bench bundle, in the order they are compared.
+pub const DERIVED_FILES: [&str; 4] = ["summary.json", "report.md", "results.csv", "chart.svg"];
+
+/// `summary.json`: the summary, and the manifest it was derived with.
+#[derive(Serialize)]
+struct SummaryFile<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    bundle: &'a Manifest,
+}
+
+/// Why the derived files cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    /// A raw file cannot be read or used.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The arms cannot be compared.
+    #[error(transparent)]
+    Analyze(#[from] AnalyzeError),
+    /// An output format failed.
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    /// `summary.json` cannot be serialized.
+    #[error("cannot serialize summary.json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// What [`derive`] gives.
+pub struct Derived {
+    /// Each derived file's name and text, in [`DERIVED_FILES`] order.
+    pub files: Vec<(&'static str, String)>,
+    /// The llama.cpp build of the first result: `build_number`, `build_commit`.
+    pub first_build: (Option<i64>, Option<String>),
+}
+
+impl Derived {
+    /// The text of the derived file `name`.
+    pub fn text(&self, name: &str) -> &str {
+        self.files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("", |(_, t)| t.as_str())
+    }
+}
+
+/// Derives every derived file of the bundle `dir` from its raw files and `manifest`.
+///
+/// # Errors
+/// [`DeriveError`] when a raw file is unreadable or unusable, or the arms cannot be compared.
+pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Derived, DeriveError> {
+    let arms = load_arms(dir, manifest, None)?;
+    let summary = analyze(&arms)?;
+    let first_build = arms
+        .iter()
+        .flat_map(|a| a.runs.iter())
+        .flat_map(|r| r.rows.iter())
+        .next()
+        .map_or((None, None), |r| (r.build_number, r.build_commit.clone()));
+    let mut files = vec![(
+        DERIVED_FILES[0],
+        serde_json::to_string_pretty(&SummaryFile {
+            summary: &summary,
+            bundle: manifest,
+        })? + "\n",
+    )];
+    for name in &DERIVED_FILES[1..] {
+        let exporter = export::all()
+            .into_iter()
+            .find(|e| e.file_name() == *name)
+            .expect("every derived file has an exporter");
+        files.push((name, exporter.render(&summary)?));
+    }
+    Ok(Derived { files, first_build })
+}

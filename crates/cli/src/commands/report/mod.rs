@@ -1,0 +1,397 @@
+//! `capshim report`: llama-bench JSON files, or evidence bundles, to the comparison table.
+//!
+//! - [`open`]: checking a bundle (checksums, signature, derived files) before it is used.
+
+pub mod open;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+
+use self::open::{Opened, Signers, open};
+use super::{UsageError, out};
+use crate::analysis::{ArmInput, Role, RunInput, analyze, interval};
+use crate::bundle::schema::{Kind, as_written, other_schema_note};
+use crate::bundle::{self, BundleError};
+use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
+use crate::llama::read_bench_file;
+
+/// Exit code for a bundle that is not trustworthy: changed, unfinished, badly signed.
+pub const EXIT_TAMPERED: u8 = 3;
+
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(UsageError(format!($($arg)*)).into())
+    };
+}
+
+/// The text after the options; the statistics' constants come from [`interval`].
+fn after_help() -> String {
+    format!(
+        "\
+Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
+(n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
+(unlocked median / stock median) and the arm named `host` (or --host) for percent of host
+(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
+lacks show as `missing`.
+
+Each file is one llama-bench process (a round): file i of an arm is paired with file i of the
+stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
+(faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
+pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
+{AFTER_HELP}",
+        level = interval::percent_text(interval::CONFIDENCE_LEVEL),
+        band = interval::percent_text(interval::NOISE),
+        min = interval::MIN_ROUNDS,
+    )
+}
+
+const AFTER_HELP: &str = "
+
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench` or `capshim verify`. Each is
+checked before anything is shown: every file against its SHA256SUMS (no file changed, missing or
+added; no symbolic link or special file); with --allowed-signers, SHA256SUMS.sig against
+SHA256SUMS; then every derived file (bench: summary.json, report.md, results.csv, chart.svg;
+verify: summary.json, report.md) is derived again from the primary files (raw/ and
+environment.json) and must match byte for byte. What each check proves, and what SHA256SUMS
+alone cannot (anyone who can edit the files can write a new one; only a signature says who
+sealed it): docs/bundles.md.
+
+A bundle of another layout (its schema_version, in environment.json and summary.json, is not
+this capshim's) is not refused: its checksums (and signature) are checked, its derived files are
+not, a note says so, and its own report.md (summary.json with --json, results.csv with --csv,
+chart.svg with --svg) is printed as written. It is shown on its own.
+
+Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
+bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
+--host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json)
+is printed on its own.
+
+Exit codes:
+  0  the report was printed
+  1  error (unreadable input, with the OS error; non-llama-bench input; models disagree within an
+     arm; ssh-keygen missing for --allowed-signers ...)
+  2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file twice in one
+     --arm, the same bundle twice, --stock/--host naming no arm or both naming one)
+  3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
+     added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
+     unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
+     note says why), or a derived file is not what its raw files derive to (SHA256SUMS
+     regenerated after an edit), or, with --allowed-signers, its signature is missing or bad
+
+Examples:
+  capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
+  capshim report --arm stock=s1.json,s2.json --arm apple9-64k=u1.json,u2.json --json
+  capshim report capshim-bench-20261130-210000
+  capshim report bundle-m1 bundle-m2 --csv
+  capshim report --allowed-signers allowed_signers --identity me@example.com capshim-bench-20261130-210000
+";
+
+/// Arguments of `capshim report`.
+#[derive(Debug, Args)]
+#[command(after_help = after_help())]
+pub struct ReportArgs {
+    /// Evidence bundle directories written by `capshim bench` or `capshim verify`.
+    #[arg(value_name = "BUNDLE_DIR")]
+    pub bundles: Vec<PathBuf>,
+
+    /// An arm: its name and its llama-bench JSON/JSONL files. Repeat for each arm.
+    #[arg(long = "arm", value_name = "NAME=FILE[,FILE...]")]
+    pub arms: Vec<String>,
+
+    /// The arm speedups are computed against [default: stock].
+    #[arg(long = "stock", value_name = "NAME")]
+    pub stock: Option<String>,
+
+    /// The bare-metal arm for percent of host [default: host].
+    #[arg(long = "host", value_name = "NAME")]
+    pub host: Option<String>,
+
+    /// Print JSON: {"rows":[{"test","n_prompt","n_gen","n_depth","arms":{NAME:{median_ts,...}}}]}.
+    #[arg(long, group = "format")]
+    pub json: bool,
+
+    /// Print CSV: one line per test and metric, a column per arm.
+    #[arg(long, group = "format")]
+    pub csv: bool,
+
+    /// Print the Markdown table (the default).
+    #[arg(long, group = "format")]
+    pub markdown: bool,
+
+    /// Print an SVG chart.
+    #[arg(long, group = "format")]
+    pub svg: bool,
+
+    /// Check each bundle's signature (SHA256SUMS.sig) with OpenSSH's ssh-keygen -Y verify
+    /// against this allowed-signers file (lines `IDENTITY KEYTYPE KEY`, as git's
+    /// gpg.ssh.allowedSignersFile); a missing or bad signature is exit code 3.
+    #[arg(long, value_name = "FILE", requires = "identity")]
+    pub allowed_signers: Option<PathBuf>,
+
+    /// The identity (principal) in --allowed-signers that must have signed, e.g. an e-mail.
+    #[arg(long, value_name = "ID", requires = "allowed_signers")]
+    pub identity: Option<String>,
+}
+
+/// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
+fn file_key(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The --arm arguments, parsed: names and files, each file given once per arm.
+fn parse_arms(args: &ReportArgs) -> anyhow::Result<Vec<(String, Vec<PathBuf>)>> {
+    let mut arms = Vec::new();
+    for spec in &args.arms {
+        let Some((name, files)) = spec.split_once('=') else {
+            usage!(
+                "--arm {spec:?} has no `=`; write it as NAME=FILE[,FILE...], e.g. --arm stock=stock.json"
+            );
+        };
+        if name.is_empty() || files.is_empty() {
+            usage!(
+                "--arm {spec:?}: both the name and at least one file are needed, e.g. --arm stock=stock.json"
+            );
+        }
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for file in files.split(',') {
+            let path = PathBuf::from(file);
+            let key = file_key(&path);
+            if let Some(first) = paths.iter().find(|p| key.is_some() && file_key(p) == key) {
+                usage!(
+                    "--arm {name}: {file} is given twice (also as {}): each file is one llama-bench \
+                     process, and pooling it twice would count its samples twice; give each file once",
+                    first.display()
+                );
+            }
+            paths.push(path);
+        }
+        arms.push((name.to_string(), paths));
+    }
+    Ok(arms)
+}
+
+/// The bundles, each given once.
+fn check_bundle_args(args: &ReportArgs) -> anyhow::Result<()> {
+    for (i, dir) in args.bundles.iter().enumerate() {
+        if !dir.is_dir() {
+            bail!(
+                "{} is not a directory: give llama-bench files with --arm NAME=FILE, and bundle directories as arguments",
+                dir.display()
+            );
+        }
+        let key = file_key(dir);
+        if let Some(first) = args.bundles[..i].iter().find(|d| file_key(d) == key) {
+            usage!(
+                "the bundle {} is given twice (also as {}): its arms would be pooled with themselves; \
+                 give each bundle once",
+                dir.display(),
+                first.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn role_of(name: &str) -> Role {
+    match name {
+        "stock" => Role::Stock,
+        "host" => Role::Host,
+        _ => Role::Other,
+    }
+}
+
+fn arm_inputs(
+    args: &ReportArgs,
+    bundles: &[(PathBuf, bundle::Manifest)],
+    files: Vec<(String, Vec<PathBuf>)>,
+) -> anyhow::Result<Vec<ArmInput>> {
+    let mut arms = Vec::new();
+    let prefixed = bundles.len() > 1;
+    for (i, (dir, manifest)) in bundles.iter().enumerate() {
+        let prefix = prefixed.then(|| {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| format!("bundle{}", i + 1));
+            if bundles[..i]
+                .iter()
+                .any(|(d, _)| d.file_name() == dir.file_name())
+            {
+                format!("{name}#{}", i + 1)
+            } else {
+                name
+            }
+        });
+        arms.extend(bundle::load_arms(dir, manifest, prefix.as_deref())?);
+    }
+    for (name, paths) in files {
+        let mut runs = Vec::new();
+        for (i, path) in paths.into_iter().enumerate() {
+            if path.is_dir() {
+                bail!(
+                    "--arm {name}: {} is a directory; give a bundle directory as a plain argument (capshim report {})",
+                    path.display(),
+                    path.display()
+                );
+            }
+            runs.push(RunInput {
+                round: i as u32 + 1,
+                rows: read_bench_file(&path)?,
+                path,
+            });
+        }
+        arms.push(ArmInput {
+            role: role_of(&name),
+            name,
+            group: None,
+            reference_for_all: false,
+            runs,
+            metal: Vec::new(),
+            activation: None,
+        });
+    }
+    if arms.is_empty() {
+        usage!(
+            "nothing to report: give --arm NAME=FILE for each arm, or bundle directories written by `capshim bench`"
+        );
+    }
+    // Roles: an arm named by --stock / --host takes that role from every other arm; otherwise
+    // bundles keep their recorded roles and --arm arms go by the names `stock` and `host`.
+    if let (Some(stock), Some(host)) = (&args.stock, &args.host)
+        && stock == host
+    {
+        usage!(
+            "--stock and --host both name arm {stock:?}: one arm cannot be both references (its speedup and \
+             percent of host would be against itself); name the stock arm with --stock and the bare-metal \
+             arm with --host"
+        );
+    }
+    for (flag, name, role) in [
+        ("--stock", args.stock.as_deref(), Role::Stock),
+        ("--host", args.host.as_deref(), Role::Host),
+    ] {
+        let Some(name) = name else { continue };
+        if !arms.iter().any(|a| a.name == name) {
+            let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+            usage!(
+                "{flag} {name:?} names no arm; the arms are: {}",
+                names.join(", ")
+            );
+        }
+        for arm in &mut arms {
+            if arm.name == name {
+                arm.role = role;
+                arm.reference_for_all = true;
+            } else if arm.role == role {
+                arm.role = Role::Other;
+            }
+        }
+    }
+    Ok(arms)
+}
+
+/// Prints a bundle that is reported on its own: a verify bundle, or one of another layout.
+fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result<ExitCode> {
+    let what = match &opened {
+        Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
+        Opened::AsWritten { header, .. } => format!(
+            "a {} bundle of schema_version {}, shown as written",
+            header.kind.name(),
+            header.schema_version
+        ),
+        Opened::Bench(_) => unreachable!("bench bundles of this layout are combined"),
+    };
+    if args.bundles.len() > 1
+        || !args.arms.is_empty()
+        || args.stock.is_some()
+        || args.host.is_some()
+    {
+        usage!(
+            "{} is {what}: it is reported on its own, without other bundles, --arm, --stock or --host",
+            dir.display()
+        );
+    }
+    let text = match opened {
+        Opened::Verify {
+            markdown,
+            summary_json,
+        } => {
+            if args.csv || args.svg {
+                usage!(
+                    "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
+                    dir.display()
+                );
+            }
+            if args.json { summary_json } else { markdown }
+        }
+        Opened::AsWritten { header, known } => {
+            let file = match (&header.kind, args.json, args.csv, args.svg) {
+                (_, true, _, _) => "summary.json",
+                (Kind::Bench, _, true, _) => "results.csv",
+                (Kind::Bench, _, _, true) => "chart.svg",
+                (_, _, false, false) => "report.md",
+                _ => usage!(
+                    "{} is a {} bundle: only --json (its summary.json) or --markdown apply to it",
+                    dir.display(),
+                    header.kind.name()
+                ),
+            };
+            let text = as_written(dir, file)?;
+            eprintln!(
+                "capshim: note: {}",
+                other_schema_note(dir, &header, known, file)
+            );
+            text
+        }
+        Opened::Bench(_) => unreachable!("handled above"),
+    };
+    out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let files = parse_arms(args)?;
+    check_bundle_args(args)?;
+    let signers = match (&args.allowed_signers, &args.identity) {
+        (Some(file), Some(identity)) => Some(Signers { file, identity }),
+        _ => None,
+    };
+    let mut bundles = Vec::new();
+    for dir in &args.bundles {
+        match open(dir, signers.as_ref())? {
+            Opened::Bench(manifest) => bundles.push((dir.clone(), manifest)),
+            other => return report_alone(args, dir, other),
+        }
+    }
+    let arms = arm_inputs(args, &bundles, files)?;
+    let summary = analyze(&arms)?;
+    let exporter: Box<dyn Exporter> = if args.json {
+        Box::new(Json)
+    } else if args.csv {
+        Box::new(Csv)
+    } else if args.svg {
+        Box::new(Svg)
+    } else {
+        Box::new(Markdown)
+    };
+    out(&exporter.render(&summary)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `capshim report`.
+pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    match report(&args) {
+        Err(e) => match e.downcast_ref::<BundleError>() {
+            Some(untrusted) if untrusted.untrusted() => {
+                eprintln!("capshim: error: {}", crate::format::chain(untrusted));
+                Ok(ExitCode::from(EXIT_TAMPERED))
+            }
+            _ => Err(e),
+        },
+        ok => ok,
+    }
+}
