@@ -55,22 +55,6 @@ pub enum InputError {
     },
 }
 
-fn kind(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "a special file"
-    }
-}
-
 /// Whether `path` names a descriptor the shell opened (process substitution, stdin).
 fn is_open_descriptor(path: &Path) -> bool {
     path.starts_with("/dev/fd")
@@ -88,13 +72,12 @@ pub fn check(path: &Path) -> Result<(), InputError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let t = meta.file_type();
-    if t.is_file() || (t.is_fifo() && is_open_descriptor(path)) {
+    if meta.is_file() || (meta.file_type().is_fifo() && is_open_descriptor(path)) {
         Ok(())
     } else {
         Err(InputError::NotRegular {
             path: path.to_path_buf(),
-            kind: kind(t),
+            kind: capshim_macho::file_kind(&meta),
         })
     }
 }
@@ -112,11 +95,11 @@ pub fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, In
     };
     let file = std::fs::File::open(path).map_err(io)?;
     // Replaced between the check and the open: check what was opened.
-    let t = file.metadata().map_err(io)?.file_type();
-    if !(t.is_file() || t.is_fifo()) {
+    let meta = file.metadata().map_err(io)?;
+    if !(meta.is_file() || meta.file_type().is_fifo()) {
         return Err(InputError::NotRegular {
             path: path.to_path_buf(),
-            kind: kind(t),
+            kind: capshim_macho::file_kind(&meta),
         });
     }
     let mut bytes = Vec::new();

@@ -252,6 +252,17 @@ fn an_unlocked_arm_that_never_hooks_is_an_error_unless_allowed() {
         ))
         .stderr(predicate::str::contains("--allow-inactive"))
         .stderr(predicate::str::contains("raw files written so far are in"));
+    // The run itself finished: the note says why it was not accepted, not that it is partial.
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(
+        note.contains("Run that ended but was not accepted (see why it stopped; its raw files are as it left them):\n  arm apple9-64k round 1"),
+        "{note}"
+    );
+    assert!(!note.contains("partial"), "{note}");
+    assert!(
+        note.contains("the shim did not activate in arm apple9-64k round 1"),
+        "{note}"
+    );
 
     let out = s.tmp.path().join("allowed");
     let assert = s.bench(&out).arg("--allow-inactive").assert().success();
@@ -907,4 +918,237 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
         .success()
         .stdout(read(&current.join("report.md")))
         .stderr(predicate::str::contains("bench bundle of schema_version 4"));
+}
+
+/// Spawns `capshim bench` with the fake llama-bench (no shim: an A/A bench) and `args`,
+/// without the shim settings of the test's environment.
+fn spawn_bench(
+    s: &Setup,
+    model: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> std::process::Child {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("CAPSHIM_") || name.starts_with("LUME_METAL_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.current_dir(s.tmp.path())
+        .arg("bench")
+        .arg("-m")
+        .arg(model)
+        .arg("--llama-bench")
+        .arg(&s.llama)
+        .args(["--profile", "again=stock", "-r", "1", "-p", "8", "-n", "4"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Waits for `child` to exit, at most 30 s; returns its exit code and stderr.
+fn finish(mut child: std::process::Child) -> (Option<i32>, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("capshim bench did not stop");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn sigint(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+}
+
+/// The model is hashed before the first run, and Ctrl-C stops the hashing: exit 130, no run
+/// started, the bundle left unsealed with a note saying so. The model is a sparse 64 GiB file:
+/// hashing it takes far longer than the test waits, and it takes no disk.
+#[test]
+fn the_model_is_hashed_before_the_first_run_and_ctrl_c_stops_it() {
+    let s = setup();
+    let model = s.tmp.path().join("big.gguf");
+    std::fs::File::create(&model)
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let out = s.tmp.path().join("hashing");
+    let log = s.tmp.path().join("runs.log");
+    let child = spawn_bench(
+        &s,
+        &model,
+        &["-o", out.to_str().unwrap()],
+        &[("FAKE_LOG", &log)],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !out.join("raw").exists() {
+        assert!(std::time::Instant::now() < deadline, "no bundle directory");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sigint(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("computing the SHA-256 of the model")
+            && stderr.contains("big.gguf (68.7 GB) before the first run"),
+        "no progress shown: {stderr}"
+    );
+    assert!(
+        stderr.contains("interrupted by SIGINT while computing the SHA-256 of"),
+        "{stderr}"
+    );
+    assert!(!log.exists(), "a run started: {}", read(&log));
+    assert!(!out.join("SHA256SUMS").exists());
+    let note = read(&out.join("INCOMPLETE"));
+    for part in [
+        "Why it stopped: interrupted by SIGINT while computing the SHA-256 of",
+        "before the first run; no run was started",
+        "Runs finished (0 of 20):\n  none",
+        "Runs never started: 20",
+        "It has no SHA256SUMS, and no summary.json, report.md, results.csv or chart.svg;",
+    ] {
+        assert!(note.contains(part), "{part:?} missing:\n{note}");
+    }
+    assert!(!note.contains("partial"), "{note}");
+    assert_report_refuses(&out, "did not finish");
+}
+
+/// After the last run the files must be as hashed: a model that changed is named, and the
+/// note says every run finished, none partial.
+#[test]
+fn a_model_changed_during_the_runs_is_named_and_the_bundle_left_unsealed() {
+    let s = setup();
+    let out = s.tmp.path().join("changed");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "2", "-o", out.to_str().unwrap()],
+        &[("FAKE_TOUCH", &s.model)],
+    );
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} changed while capshim used it: its size went from 15 to",
+            s.model.canonicalize().unwrap().display()
+        )),
+        "{stderr}"
+    );
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(note.contains("Runs finished (4 of 4)"), "{note}");
+    assert!(note.contains("Runs never started: 0"), "{note}");
+    assert!(
+        !note.contains("partial") && !note.contains("cut short"),
+        "{note}"
+    );
+    assert!(!out.join("SHA256SUMS").exists());
+}
+
+/// The schedule is made run by run: the largest --rounds starts at once (the first version
+/// allocated every slot first and aborted), and stops cleanly.
+#[test]
+fn the_largest_round_count_starts_without_allocating_its_schedule() {
+    let s = setup();
+    let out = s.tmp.path().join("endless");
+    let hang = s.tmp.path().join("hang");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "4294967295", "-o", out.to_str().unwrap()],
+        &[("FAKE_HANG", &hang)],
+    );
+    let pid_file = hang.with_extension("pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sigint(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(130), "{stderr}");
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(note.contains("Runs finished (1 of 8589934590)"), "{note}");
+    assert!(note.contains("Runs never started: 8589934588"), "{note}");
+}
+
+#[test]
+fn a_baseline_without_the_benched_tests_is_refused_before_the_first_run() {
+    let s = setup();
+    let host = write_json(
+        s.tmp.path(),
+        "host.json",
+        &[
+            result("fake", 512, 0, &[2000.0]),
+            result("fake", 0, 128, &[20.0]),
+        ],
+    );
+    let out = s.tmp.path().join("never");
+    let log = s.tmp.path().join("runs.log");
+    s.bench(&out)
+        .env("FAKE_LOG", &log)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--baseline has the tests pp512, tg128, but this bench runs pp64, tg16",
+        ))
+        .stderr(predicate::str::contains("here -p 512 -n 128"));
+    assert!(!out.exists() && !log.exists(), "refused after running");
+    // One test in common: measured, and the missing one named first.
+    let out = s.tmp.path().join("half");
+    bench(&s.llama, &s.model)
+        .current_dir(s.tmp.path())
+        .args(["--profile", "again=stock", "-r", "1", "--rounds", "1"])
+        .args(["-p", "512", "-n", "16", "--baseline"])
+        .arg(&host)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: the baseline has no tg16: its percent of host will be `—`",
+        ));
+}
+
+/// llama-bench garbles a non-ASCII model file name in its JSON; the report shows the name
+/// capshim gave it.
+#[test]
+fn a_non_ascii_model_name_is_shown_as_given_not_as_llama_bench_garbles_it() {
+    let s = setup();
+    let model = s.tmp.path().join("modèle.gguf");
+    std::fs::copy(&s.model, &model).unwrap();
+    let out = s.tmp.path().join("accents");
+    let assert = bench(&s.llama, &model)
+        .current_dir(s.tmp.path())
+        .env("FAKE_GARBLE", "1")
+        .args(["--profile", "again=stock", "-r", "1", "--rounds", "1", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("| modèle | pp512 |"), "{stdout}");
+    assert!(!stdout.contains('\u{ffff}'), "{stdout}");
+    // The raw file keeps what llama-bench wrote.
+    assert!(read(&out.join("raw/stock-r1.json")).contains("mod\\ufffff"));
+    assert_report_reproduces(&out, &stdout);
 }

@@ -126,6 +126,30 @@ fn agent_install_respects_home_and_never_overwrites() {
 }
 
 #[test]
+fn only_process_with_a_path_is_refused_naming_the_file_name() {
+    for cmd in ["agent", "run"] {
+        let mut c = capshim();
+        c.arg(cmd);
+        if cmd == "agent" {
+            c.args(["--label", "a.b", "--dylib", DYLIB]);
+        }
+        c.args([
+            "--only-process",
+            "/opt/llama/bin/llama-server",
+            "--",
+            "/opt/llama/bin/llama-server",
+        ])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "\"/opt/llama/bin/llama-server\" is a path, and a path never matches",
+        ))
+        .stderr(predicate::str::contains("give --only-process llama-server"));
+    }
+}
+
+#[test]
 fn agent_refuses_relative_programs_and_stock() {
     capshim()
         .args([

@@ -224,3 +224,25 @@ fn an_unlocked_arm_cannot_activate_on_linux() {
             "nowhere/libcapshim.so does not exist",
         ));
 }
+
+/// llama-bench escapes each byte of a non-ASCII model file name in its JSON as a truncated
+/// `\uffff` (where `char` is signed, as on x86-64); the report shows the name capshim gave it.
+#[test]
+fn a_non_ascii_model_name_shows_as_given() {
+    let (llama, model) = real_llama();
+    let _lock = LLAMA.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let named = tmp.path().join("modèle-ü.gguf");
+    std::fs::copy(&model, &named).unwrap();
+    let out = tmp.path().join("accents");
+    let assert = bench(&llama, &named)
+        .args(["--profile", "again=stock", "-r", "1", "-p", "8", "-n", "4"])
+        .args(["--rounds", "1", "-o"])
+        .arg(&out)
+        .args(["--", "-t", "1"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    assert!(stdout.contains("| modèle-ü | pp8 "), "{stdout}");
+    assert!(!stdout.contains('\u{ffff}'), "{stdout}");
+}

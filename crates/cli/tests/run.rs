@@ -239,15 +239,23 @@ fn the_command_must_follow_a_double_dash() {
     capshim().args(["run", "true"]).assert().code(2);
 }
 
-#[test]
-fn child_environment_has_the_profile_and_the_injection() {
+/// [`some_library`], and a copy of it named as the shim in a new folder (kept with it).
+fn library_and_stand_in_shim() -> Option<(PathBuf, tempfile::TempDir, PathBuf)> {
     let Some(lib) = some_library() else {
         eprintln!("no libm found; skipping");
-        return;
+        return None;
     };
     let dir = tempfile::tempdir().unwrap();
     let shim = dir.path().join("libcapshim.so");
     std::fs::copy(&lib, &shim).unwrap();
+    Some((lib, dir, shim))
+}
+
+#[test]
+fn child_environment_has_the_profile_and_the_injection() {
+    let Some((lib, _dir, shim)) = library_and_stand_in_shim() else {
+        return;
+    };
     let out = capshim()
         .env("LD_PRELOAD", &lib)
         .env("LUME_METAL_APPLE_FAMILY_MAX", "1005")
@@ -299,6 +307,37 @@ fn child_environment_has_the_profile_and_the_injection() {
         !Path::new(&status).exists(),
         "the private status file is removed afterwards"
     );
+}
+
+/// A capshim library already in the inherited injection variable (a `capshim run` inside
+/// another, a shell that exported it) is dropped: one shim hooks, the chosen one; other
+/// libraries stay.
+#[test]
+fn inherited_capshim_libraries_are_stripped_from_the_injection() {
+    let Some((lib, dir, shim)) = library_and_stand_in_shim() else {
+        return;
+    };
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    let inherited = format!("{}:{}/libcapshim.so", lib.display(), old.display());
+    let preload = |profile: &str| {
+        let out = capshim()
+            .env("LD_PRELOAD", &inherited)
+            .args(["run", "--profile", profile, "--dylib"])
+            .arg(&shim)
+            .args(["--", "sh", "-c", "echo \"$LD_PRELOAD\""])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap().trim().to_string()
+    };
+    assert_eq!(
+        preload("apple9-64k"),
+        format!("{}:{}", lib.display(), shim.display())
+    );
+    assert_eq!(preload("stock"), lib.display().to_string());
 }
 
 #[test]

@@ -358,6 +358,45 @@ fn an_arm_whose_shim_did_not_activate_is_not_run_unless_allowed() {
     assert_eq!(summary(&out)["arms"]["apple9-64k"]["verdict"], "equivalent");
 }
 
+/// `verify --sign` seals through the same code as `bench --sign`: the signature checks.
+#[test]
+fn a_verify_bundle_can_be_signed_when_sealed() {
+    let s = setup();
+    let key = s.tmp.path().join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (OpenSSH's client)");
+    assert!(made.success());
+    let allowed = s.tmp.path().join("allowed");
+    std::fs::write(
+        &allowed,
+        format!("me@example.com {}", read(&key.with_extension("pub"))),
+    )
+    .unwrap();
+    let out = s.tmp.path().join("signed");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .arg("--sign")
+        .arg(&key)
+        .assert()
+        .code(0);
+    assert!(read(&out.join("SHA256SUMS.sig")).starts_with("-----BEGIN SSH SIGNATURE-----"));
+    capshim()
+        .arg("report")
+        .arg("--allowed-signers")
+        .arg(&allowed)
+        .args(["--identity", "me@example.com"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(read(&out.join("report.md")))
+        .stderr(predicate::str::contains(
+            "Good \"capshim-bundle\" signature",
+        ));
+}
+
 #[test]
 fn another_arm_can_be_the_reference() {
     let s = setup();

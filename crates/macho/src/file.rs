@@ -33,7 +33,9 @@ impl fmt::Display for OpenError {
     }
 }
 
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+/// What a file that is not a regular file is, in words: `a folder`, `a FIFO (named pipe)`,
+/// `a character device`, `a block device`, `a socket`, or `a special file`.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {

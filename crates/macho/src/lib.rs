@@ -39,6 +39,6 @@ pub use arch::Arch;
 pub use binary::{Binary, Format, Slice, inspect};
 pub use exports::read_export_trie;
 pub use facts::{Dependency, Facts, Import, InspectError, SectionFact};
-pub use file::{MAX_READ, OpenError, inspect_file, require_regular};
+pub use file::{MAX_READ, OpenError, file_kind, inspect_file, require_regular};
 pub use signature::{CodeDirectory, Signature};
 pub use symbols::{HideError, hide_unlisted};

@@ -131,20 +131,25 @@ fn require_file(what: &'static str, path: &Path) -> Result<(), SignError> {
         .map_err(|e| unreadable(e.to_string()))
 }
 
-/// Runs ssh-keygen with `args`, `input` on its stdin; returns whether it succeeded, its
-/// stdout as written and its stderr on one line.
+/// Runs ssh-keygen with `args`, `input` on its stdin (without, capshim's own stdin: where
+/// ssh-keygen reads a key's passphrase when there is no terminal); returns whether it
+/// succeeded, its stdout as written and its stderr on one line.
 fn ssh_keygen(
     args: &[&std::ffi::OsStr],
-    input: &[u8],
+    input: Option<&[u8]>,
 ) -> Result<(bool, String, String), SignError> {
     let mut child = Command::new(SSH_KEYGEN)
         .args(args)
-        .stdin(Stdio::piped())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| SignError::NoSshKeygen { source })?;
-    if let Some(mut stdin) = child.stdin.take() {
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
         // A closed stdin (ssh-keygen exited early) shows in its status and stderr.
         let _ = stdin.write_all(input);
     }
@@ -167,7 +172,7 @@ fn ssh_keygen(
 /// [`SignError::NoSshKeygen`], [`SignError::Unreadable`] or [`SignError::BadKey`].
 pub fn check_key(key: &Path) -> Result<String, SignError> {
     require_file("the key", key)?;
-    let (ok, out, err) = ssh_keygen(&["-l".as_ref(), "-f".as_ref(), key.as_os_str()], b"")?;
+    let (ok, out, err) = ssh_keygen(&["-l".as_ref(), "-f".as_ref(), key.as_os_str()], Some(b""))?;
     if !ok {
         return Err(SignError::BadKey {
             path: key.to_path_buf(),
@@ -193,7 +198,18 @@ pub fn sign(dir: &Path, key: &Path, replace: bool) -> Result<PathBuf, SignError>
         return Err(SignError::Exists(sig));
     }
     require_file("the key", key)?;
-    let data = std::fs::read(&sums).map_err(|source| SignError::Io {
+    // ssh-keygen signs a copy and writes its signature beside it: its stdin stays free for a
+    // passphrase, and nothing is written into the bundle but by capshim, below.
+    let work = tempfile::Builder::new()
+        .prefix("capshim-sign-")
+        .tempdir()
+        .map_err(|source| SignError::Io {
+            action: "cannot create a temporary directory in",
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let copy = work.path().join(SUMS_FILE);
+    std::fs::copy(&sums, &copy).map_err(|source| SignError::Io {
         action: "cannot read",
         path: sums.clone(),
         source,
@@ -205,16 +221,17 @@ pub fn sign(dir: &Path, key: &Path, replace: bool) -> Result<PathBuf, SignError>
         key.as_os_str(),
         "-n".as_ref(),
         NAMESPACE.as_ref(),
+        copy.as_os_str(),
     ];
-    let (ok, signature, err) = ssh_keygen(&args, &data)?;
-    if !ok || !signature.starts_with("-----BEGIN SSH SIGNATURE-----") {
+    let (ok, _, err) = ssh_keygen(&args, None)?;
+    let text = std::fs::read_to_string(work.path().join(SIG_FILE)).unwrap_or_default();
+    if !ok || !text.starts_with("-----BEGIN SSH SIGNATURE-----") {
         return Err(SignError::SignFailed {
             key: key.to_path_buf(),
             sums,
             said: err,
         });
     }
-    let text = signature;
     let io = |action| {
         let path = sig.clone();
         move |source| SignError::Io {
@@ -290,7 +307,7 @@ pub fn verify(dir: &Path, allowed_signers: &Path, identity: &str) -> Result<Stri
         "-s".as_ref(),
         sig.as_os_str(),
     ];
-    let (ok, out, err) = ssh_keygen(&args, &data)?;
+    let (ok, out, err) = ssh_keygen(&args, Some(&data))?;
     let said = [out.trim().replace('\n', " "), err]
         .into_iter()
         .filter(|s| !s.is_empty())

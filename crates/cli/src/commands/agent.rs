@@ -40,7 +40,7 @@ Exit codes:
     )),
     mut_arg("scope", |a| a.help("Whether the program's children inherit the shim")),
     mut_arg("only_process", |a| a.help(
-        "Activate only in processes with this executable name (default: the program's own name)"
+        "Activate only in processes with this executable name, a file name, never a path (default: the program's own name)"
     )),
 )]
 pub struct AgentArgs {

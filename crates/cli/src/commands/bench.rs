@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, out, sign};
+use super::{UsageError, sign};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::arms;
 use crate::bench::plan::{Plan, check_baseline, check_extra_args, planned_tests};
@@ -325,13 +325,11 @@ pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
             return Err(e.into());
         }
     };
-    eprintln!("capshim: evidence bundle: {}", outcome.dir.display());
-    let signed = key.map(|key| sign::sign_sealed(&outcome.dir, &key));
-    out(if json {
+    let report = if json {
         &outcome.summary_json
     } else {
         &outcome.markdown
-    })?;
-    signed.transpose()?;
+    };
+    sign::present(&outcome.dir, key.as_deref(), report)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -35,16 +35,19 @@ Examples:
   capshim explain --profile apple9-64k --cpu-brand \"Apple M1 Ultra (Virtual)\"
   capshim explain --family-max 1007 --threadgroup-memory 32768 --json
   capshim probe --json > guest.json && capshim explain --stock guest.json --profile native
+  capshim explain --stock <(capshim probe --json) --profile native      # in the guest
 
 Exit codes:
   0  explained
   1  error: bad profile options (also a value beyond any known Apple GPU without
-     --allow-beyond-hardware), unreadable or invalid --stock file (message on stderr)
+     --allow-beyond-hardware), unreadable or invalid --stock file, a FIFO or device given as
+     --stock or --profile-file (message on stderr)
   2  usage error")]
 pub struct ExplainArgs {
     #[command(flatten)]
     profile: ProfileArgs,
-    /// Start from this `capshim probe --json` file instead of the built-in stock answers
+    /// Start from this `capshim probe --json` file instead of the built-in stock answers (a
+    /// regular file, or a shell's <(...), never a FIFO or device)
     #[arg(long, value_name = "FILE.json")]
     stock: Option<PathBuf>,
     /// Print JSON: {"profile":…,"before":…,"after":…,"consumers":…}

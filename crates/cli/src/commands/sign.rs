@@ -57,12 +57,25 @@ pub struct SignArgs {
     pub replace: bool,
 }
 
-/// Signs the bundle `dir` a run just sealed with `key` (`bench --sign`, `verify --sign`).
+/// After `bench` or `verify` sealed the bundle `dir`: names it, signs it with `key` when
+/// given, and prints the run's `report` on stdout (also when signing failed: the results hold).
 ///
 /// # Errors
-/// When signing fails: the bundle stays sealed and unsigned, and the error says how to sign
-/// it later.
-pub fn sign_sealed(dir: &std::path::Path, key: &std::path::Path) -> anyhow::Result<()> {
+/// When signing fails (the bundle stays sealed and unsigned, and the error says how to sign
+/// it later), or stdout cannot be written.
+pub fn present(
+    dir: &std::path::Path,
+    key: Option<&std::path::Path>,
+    report: &str,
+) -> anyhow::Result<()> {
+    eprintln!("capshim: evidence bundle: {}", dir.display());
+    let signed = key.map(|key| sign_sealed(dir, key));
+    out(report)?;
+    signed.transpose().map(drop)
+}
+
+/// Signs the bundle `dir` a run just sealed with `key`.
+fn sign_sealed(dir: &std::path::Path, key: &std::path::Path) -> anyhow::Result<()> {
     let sig = sign::sign(dir, key, false).map_err(|e| {
         anyhow::anyhow!(
             "{}; the bundle {} is sealed but NOT signed: sign it with `capshim sign {} --key KEYFILE`",

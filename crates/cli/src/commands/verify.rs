@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, out, sign};
+use super::{UsageError, sign};
 use crate::arms;
 use crate::launch::{Os, dylib};
 use crate::llama::tools;
@@ -387,14 +387,12 @@ pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             return Err(e.into());
         }
     };
-    eprintln!("capshim: evidence bundle: {}", outcome.dir.display());
-    let signed = key.map(|key| sign::sign_sealed(&outcome.dir, &key));
-    out(if json {
+    let report = if json {
         &outcome.summary_json
     } else {
         &outcome.markdown
-    })?;
-    signed.transpose()?;
+    };
+    sign::present(&outcome.dir, key.as_deref(), report)?;
     Ok(ExitCode::from(match outcome.summary.result {
         "different" => EXIT_DIFFERENT,
         "incomplete" => {

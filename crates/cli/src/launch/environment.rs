@@ -64,7 +64,8 @@ pub struct ShimArgs {
     #[arg(long, value_enum, default_value_t = ScopeArg::Children)]
     pub scope: ScopeArg,
 
-    /// Activate only in processes with this executable name (default: the command's own name)
+    /// Activate only in processes with this executable name, a file name, never a path
+    /// (default: the command's own name)
     #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "", value_parser = process_name)]
     pub only_process: Option<String>,
 

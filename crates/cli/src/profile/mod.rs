@@ -45,7 +45,8 @@ pub struct ProfileArgs {
     pub profile: Option<String>,
 
     /// Read the profile from a TOML file with the fields apple_family_max,
-    /// max_threadgroup_memory and recommended_working_set_size (optional: name)
+    /// max_threadgroup_memory and recommended_working_set_size (optional: name); a regular
+    /// file or a shell's <(...), never a FIFO or device
     #[arg(long, value_name = "FILE.toml", help_heading = HEADING)]
     pub profile_file: Option<PathBuf>,
 

@@ -241,6 +241,9 @@ pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
 /// them), ggml-metal device lines on stderr, and, when `FAKE_HOOK=1` and the shim variables are
 /// set, the shim's `hooked` line and status event. Each run appends `stock` or `unlocked` (and
 /// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail.
+/// `FAKE_TOUCH=PATH` appends a line to PATH in each run (a model changing under the bench).
+/// `FAKE_GARBLE=1` writes the model file name as llama-bench does for `modèle.gguf` (its JSON
+/// escapes each byte above 0x7f as a truncated `\uffff` and a stray `f`).
 /// With `FAKE_HANG=PATH`, the first run finishes and every later one prints a truncated `[`,
 /// writes its pid to `PATH.pid` and waits until SIGTERM, SIGINT or SIGHUP ends it.
 pub fn fake_llama_bench(dir: &Path) -> PathBuf {
@@ -256,6 +259,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+[ -n "$FAKE_TOUCH" ] && echo touched >> "$FAKE_TOUCH"
+model_filename="$MODEL"
+[ "$FAKE_GARBLE" = 1 ] && model_filename='/models/mod\ufffff\ufffffle.gguf'
 if [ "$FAKE_FAIL" = 1 ]; then echo "error: failed to load model 'x.gguf'" >&2; exit 1; fi
 [ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
 if [ -n "$FAKE_HANG" ]; then
@@ -294,7 +300,7 @@ samples() {
   echo "$out"
 }
 row() {
-  echo "  {\"build_commit\": \"fake123\", \"build_number\": 1, \"backends\": \"Metal\", \"model_filename\": \"$MODEL\", \"model_type\": \"llama 1B Q4_K - Medium\", \"model_size\": 1000, \"model_n_params\": 2000, \"n_prompt\": $1, \"n_gen\": $2, \"n_depth\": 0, \"samples_ts\": [ $(samples $3) ]}"
+  echo "  {\"build_commit\": \"fake123\", \"build_number\": 1, \"backends\": \"Metal\", \"model_filename\": \"$model_filename\", \"model_type\": \"llama 1B Q4_K - Medium\", \"model_size\": 1000, \"model_n_params\": 2000, \"n_prompt\": $1, \"n_gen\": $2, \"n_depth\": 0, \"samples_ts\": [ $(samples $3) ]}"
 }
 echo "["
 row "$p" 0 10

@@ -97,7 +97,8 @@ pub struct ReportArgs {
     #[arg(value_name = "BUNDLE_DIR")]
     pub bundles: Vec<PathBuf>,
 
-    /// An arm: its name and its llama-bench JSON/JSONL files. Repeat for each arm.
+    /// An arm: its name and its llama-bench JSON/JSONL files (regular files, or a shell's
+    /// <(...); each once). Repeat for each arm.
     #[arg(long = "arm", value_name = "NAME=FILE[,FILE...]")]
     pub arms: Vec<String>,
 
@@ -360,6 +361,12 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         (Some(file), Some(identity)) => Some(Signers { file, identity }),
         _ => None,
     };
+    if signers.is_some() && args.bundles.is_empty() {
+        usage!(
+            "--allowed-signers checks the signatures of bundles, and no bundle is given; llama-bench \
+             files given with --arm carry no signature"
+        );
+    }
     let mut bundles = Vec::new();
     for dir in &args.bundles {
         match open(dir, signers.as_ref())? {

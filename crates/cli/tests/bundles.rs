@@ -1,0 +1,581 @@
+//! Evidence bundles as a reader receives them: signatures made and checked with OpenSSH's
+//! ssh-keygen (a key generated here), what SHA256SUMS refuses (links out of the bundle,
+//! unreadable files, a folder), and what `capshim report` refuses as input (the same file or
+//! bundle twice, FIFOs and devices), and its end on a closed pipe. Bundles come from the fake
+//! llama-bench, so every test is quick.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{
+    assert_report_refuses, bench, capshim, fake_llama_bench, fake_model, read, reseal, result,
+    write_json,
+};
+use predicates::prelude::*;
+
+/// A sealed A/A bundle (no shim needed) at `dir/name`, with `extra` bench options.
+fn bundle(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let llama = dir.join("llama-bench");
+    if !llama.exists() {
+        fake_llama_bench(dir);
+        fake_model(dir);
+    }
+    let out = dir.join(name);
+    bench(&llama, &dir.join("fake.gguf"))
+        .args([
+            "--profile",
+            "again=stock",
+            "-r",
+            "3",
+            "-p",
+            "64",
+            "-n",
+            "16",
+        ])
+        .args(["--rounds", "2", "-o"])
+        .arg(&out)
+        .args(extra)
+        .assert()
+        .success();
+    out
+}
+
+/// An ed25519 key without passphrase, `dir/key` and `dir/key.pub`, and an allowed-signers file
+/// `dir/allowed` naming it `tester@example.com`.
+fn key(dir: &Path) -> (PathBuf, PathBuf) {
+    let key = dir.join("key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "tester", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (OpenSSH's client) is needed for the signature tests");
+    assert!(made.success());
+    let allowed = dir.join("allowed");
+    std::fs::write(
+        &allowed,
+        format!("tester@example.com {}", read(&key.with_extension("pub"))),
+    )
+    .unwrap();
+    (key, allowed)
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for sub in [dir.to_path_buf(), dir.join("raw")] {
+        for e in std::fs::read_dir(&sub).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `capshim sign BUNDLE --key KEY`.
+fn sign(bundle: &Path, key: &Path) -> assert_cmd::Command {
+    let mut cmd = capshim();
+    cmd.arg("sign").arg(bundle).arg("--key").arg(key);
+    cmd
+}
+
+fn report_signed(bundle: &Path, allowed: &Path, identity: &str) -> assert_cmd::assert::Assert {
+    capshim()
+        .arg("report")
+        .arg("--allowed-signers")
+        .arg(allowed)
+        .args(["--identity", identity])
+        .arg(bundle)
+        .assert()
+}
+
+#[test]
+fn a_signed_bundle_round_trips_and_a_changed_signed_file_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, allowed) = key(tmp.path());
+    let out = bundle(tmp.path(), "signed", &["--sign", key.to_str().unwrap()]);
+    let sig = read(&out.join("SHA256SUMS.sig"));
+    assert!(sig.starts_with("-----BEGIN SSH SIGNATURE-----"), "{sig}");
+    // The signature is not in the sums it signs; every other file is.
+    assert!(!read(&out.join("SHA256SUMS")).contains("SHA256SUMS.sig"));
+    let report = read(&out.join("report.md"));
+    report_signed(&out, &allowed, "tester@example.com")
+        .success()
+        .stdout(report.clone())
+        .stderr(predicate::str::contains(
+            "Good \"capshim-bundle\" signature for tester@example.com",
+        ));
+    // Without the signer options a signed bundle is reported, with a note that it is signed.
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("is signed (SHA256SUMS.sig)"));
+    // Another identity is not the signer.
+    report_signed(&out, &allowed, "someone@example.com")
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "is not a good signature of SHA256SUMS",
+        ));
+    // Another namespace (the same key signing the same file as a plain file) is not a bundle's.
+    let other = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ssh-keygen -q -Y sign -f {} -n file < SHA256SUMS > SHA256SUMS.sig.other",
+            key.display()
+        ))
+        .current_dir(&out)
+        .status()
+        .unwrap();
+    assert!(other.success());
+    std::fs::rename(out.join("SHA256SUMS.sig"), tmp.path().join("good.sig")).unwrap();
+    std::fs::rename(out.join("SHA256SUMS.sig.other"), out.join("SHA256SUMS.sig")).unwrap();
+    report_signed(&out, &allowed, "tester@example.com").code(3);
+    std::fs::rename(tmp.path().join("good.sig"), out.join("SHA256SUMS.sig")).unwrap();
+
+    // A signed file changed, SHA256SUMS regenerated to match: the checksums hold, the
+    // signature does not.
+    let raw = out.join("raw/stock-r1.json");
+    let original = read(&raw);
+    std::fs::write(&raw, original.replace("990", "500")).unwrap();
+    reseal(&out);
+    report_signed(&out, &allowed, "tester@example.com")
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "SHA256SUMS.sig is not a good signature of SHA256SUMS by tester@example.com",
+        ))
+        .stderr(predicate::str::contains("do not trust it"));
+    // And changed without resealing: the checksums fail first.
+    std::fs::write(&raw, original).unwrap();
+    report_signed(&out, &allowed, "tester@example.com")
+        .code(3)
+        .stderr(predicate::str::contains(
+            "raw/stock-r1.json does not match its checksum",
+        ));
+}
+
+#[test]
+fn capshim_sign_adds_only_the_signature_and_never_replaces_one_unasked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, allowed) = key(tmp.path());
+    let out = bundle(tmp.path(), "later", &[]);
+    // Asked for, a missing signature is untrusted.
+    report_signed(&out, &allowed, "tester@example.com")
+        .code(3)
+        .stderr(predicate::str::contains(
+            "has no SHA256SUMS.sig: it was never signed",
+        ));
+    let before = files(&out);
+    let sums = read(&out.join("SHA256SUMS"));
+    sign(&out, &key)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("SHA256SUMS.sig"));
+    let mut expected = before.clone();
+    expected.push("SHA256SUMS.sig".into());
+    expected.sort();
+    assert_eq!(files(&out), expected);
+    assert_eq!(read(&out.join("SHA256SUMS")), sums, "nothing else changes");
+    report_signed(&out, &allowed, "tester@example.com").success();
+
+    let sig = read(&out.join("SHA256SUMS.sig"));
+    sign(&out, &key)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("SHA256SUMS.sig already exists"))
+        .stderr(predicate::str::contains("--replace"));
+    assert_eq!(read(&out.join("SHA256SUMS.sig")), sig);
+    sign(&out, &key).arg("--replace").assert().success();
+    report_signed(&out, &allowed, "tester@example.com").success();
+
+    // A key with a passphrase: ssh-keygen asks for it, here (no terminal) on stdin.
+    let locked = tmp.path().join("locked");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "s3cret", "-f"])
+        .arg(&locked)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    sign(&out, &locked)
+        .arg("--replace")
+        .write_stdin("wrong\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("ssh-keygen could not sign"));
+    sign(&out, &locked)
+        .arg("--replace")
+        .write_stdin("s3cret\n")
+        .assert()
+        .success();
+    std::fs::write(
+        tmp.path().join("allowed-locked"),
+        format!("locked@example.com {}", read(&locked.with_extension("pub"))),
+    )
+    .unwrap();
+    report_signed(
+        &out,
+        &tmp.path().join("allowed-locked"),
+        "locked@example.com",
+    )
+    .success();
+    report_signed(&out, &allowed, "tester@example.com").code(3);
+    sign(&out, &key).arg("--replace").assert().success();
+
+    // A changed bundle is never signed.
+    let changed = bundle(tmp.path(), "changed", &[]);
+    std::fs::write(changed.join("report.md"), "edited\n").unwrap();
+    reseal(&changed);
+    sign(&changed, &key)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "report.md does not match the raw data",
+        ))
+        .stderr(predicate::str::contains("it was not signed"));
+    assert!(!changed.join("SHA256SUMS.sig").exists());
+
+    // Not a key; no ssh-keygen: clear errors, before anything is written.
+    sign(&out, &out.join("report.md"))
+        .arg("--replace")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "is not an OpenSSH key ssh-keygen can read",
+        ));
+    let empty = tmp.path().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    capshim()
+        .env("PATH", &empty)
+        .arg("sign")
+        .arg(&out)
+        .arg("--key")
+        .arg(&key)
+        .arg("--replace")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot run ssh-keygen"))
+        .stderr(predicate::str::contains("install the OpenSSH client"));
+    report_signed(&out, &allowed, "tester@example.com").success();
+    // bench --sign with a file that is no key stops before the first run.
+    let never = tmp.path().join("never");
+    bench(
+        &tmp.path().join("llama-bench"),
+        &tmp.path().join("fake.gguf"),
+    )
+    .args(["--profile", "again=stock", "--sign"])
+    .arg(out.join("report.md"))
+    .arg("-o")
+    .arg(&never)
+    .assert()
+    .code(1)
+    .stderr(predicate::str::contains("is not an OpenSSH key"));
+    assert!(!never.exists());
+}
+
+/// ssh-agent holds the key; `--sign` gets only its public half, as with git's
+/// user.signingKey.
+#[test]
+fn a_key_held_by_ssh_agent_signs_from_its_public_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, allowed) = key(tmp.path());
+    let socket = tmp.path().join("agent.sock");
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent (OpenSSH's client)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ssh-agent did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let added = Command::new("ssh-add")
+        .arg("-q")
+        .arg(&key)
+        .env("SSH_AUTH_SOCK", &socket)
+        .status()
+        .unwrap();
+    // Only the agent has the private key now.
+    std::fs::remove_file(&key).unwrap();
+    let public = key.with_extension("pub");
+    fake_llama_bench(tmp.path());
+    fake_model(tmp.path());
+    let signing = |out: &Path| {
+        let mut cmd = bench(
+            &tmp.path().join("llama-bench"),
+            &tmp.path().join("fake.gguf"),
+        );
+        cmd.args([
+            "--profile",
+            "again=stock",
+            "-r",
+            "1",
+            "--rounds",
+            "1",
+            "--sign",
+        ])
+        .arg(&public)
+        .arg("-o")
+        .arg(out);
+        cmd
+    };
+    let out = tmp.path().join("agent-signed");
+    let signed = signing(&out)
+        .env("SSH_AUTH_SOCK", &socket)
+        .assert()
+        .try_success();
+    // Without the agent the public key alone cannot sign: the bundle is sealed, unsigned.
+    let unsigned = tmp.path().join("no-agent");
+    let no_agent = signing(&unsigned)
+        .env_remove("SSH_AUTH_SOCK")
+        .assert()
+        .try_code(1);
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert!(added.success(), "ssh-add failed");
+    signed.unwrap();
+    report_signed(&out, &allowed, "tester@example.com").success();
+    no_agent
+        .unwrap()
+        .stderr(predicate::str::contains("is sealed but NOT signed"))
+        .stderr(predicate::str::contains("capshim sign"));
+    assert!(unsigned.join("SHA256SUMS").is_file() && !unsigned.join("SHA256SUMS.sig").exists());
+    capshim().arg("report").arg(&unsigned).assert().success();
+}
+
+#[test]
+fn sums_refuse_links_out_accept_binary_lines_and_a_folder_is_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = bundle(tmp.path(), "b", &[]);
+    let report = read(&out.join("report.md"));
+    // `sha256sum -b` writes `HASH *name`: the same checksums.
+    let sums = read(&out.join("SHA256SUMS"));
+    std::fs::write(out.join("SHA256SUMS"), sums.replace("  ", " *")).unwrap();
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(report.clone());
+    std::fs::write(out.join("SHA256SUMS"), &sums).unwrap();
+
+    // A raw file replaced by a link to a copy outside the bundle: same bytes, refused.
+    let raw = out.join("raw/stock-r1.json");
+    let outside = tmp.path().join("outside.json");
+    std::fs::copy(&raw, &outside).unwrap();
+    std::fs::remove_file(&raw).unwrap();
+    std::os::unix::fs::symlink(&outside, &raw).unwrap();
+    assert_report_refuses(&out, "raw/stock-r1.json is a symbolic link");
+    std::fs::remove_file(&raw).unwrap();
+    std::fs::copy(&outside, &raw).unwrap();
+
+    // SHA256SUMS a folder: changed (3), not unreadable (1).
+    std::fs::rename(out.join("SHA256SUMS"), tmp.path().join("sums")).unwrap();
+    std::fs::create_dir(out.join("SHA256SUMS")).unwrap();
+    assert_report_refuses(&out, "SHA256SUMS is a folder, not the checksum file");
+    std::fs::remove_dir(out.join("SHA256SUMS")).unwrap();
+    std::fs::rename(tmp.path().join("sums"), out.join("SHA256SUMS")).unwrap();
+    capshim().arg("report").arg(&out).assert().success();
+}
+
+/// Runs `capshim report BUNDLE` as a user without root (root reads any file): directly when
+/// the tests run as one, else through setpriv as nobody.
+fn report_as_user(bundle: &Path) -> assert_cmd::assert::Assert {
+    let capshim = assert_cmd::cargo::cargo_bin("capshim");
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(capshim);
+        c
+    } else {
+        Command::new(capshim)
+    };
+    cmd.arg("report").arg(bundle);
+    assert_cmd::Command::from_std(cmd).assert()
+}
+
+#[test]
+fn an_unreadable_bundle_file_is_an_error_with_the_os_error_not_a_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = bundle(tmp.path(), "b", &[]);
+    // Everyone may read the bundle but one file.
+    for dir in [tmp.path(), out.as_path(), &out.join("raw")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    report_as_user(&out).success();
+    let raw = out.join("raw/stock-r2.json");
+    std::fs::set_permissions(&raw, std::fs::Permissions::from_mode(0o000)).unwrap();
+    report_as_user(&out)
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "cannot read {}",
+            raw.display()
+        )))
+        .stderr(predicate::str::contains("Permission denied"))
+        .stderr(predicate::str::contains("changed after").not());
+    std::fs::set_permissions(&raw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        out.join("SHA256SUMS"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    report_as_user(&out)
+        .code(1)
+        .stderr(predicate::str::contains("SHA256SUMS"))
+        .stderr(predicate::str::contains("Permission denied"));
+}
+
+#[test]
+fn the_same_file_or_bundle_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = write_json(tmp.path(), "a.json", &[result("m", 512, 0, &[10.0, 11.0])]);
+    let b = write_json(tmp.path(), "b.json", &[result("m", 512, 0, &[10.0, 11.0])]);
+    std::os::unix::fs::symlink(&a, tmp.path().join("link.json")).unwrap();
+    for (files, twice) in [
+        (format!("{},{}", a.display(), a.display()), "a.json"),
+        (
+            format!("{},{}", a.display(), tmp.path().join("link.json").display()),
+            "link.json",
+        ),
+    ] {
+        capshim()
+            .args(["report", &format!("--arm=stock={files}")])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("{twice} is given twice")))
+            .stderr(predicate::str::contains("count its samples twice"));
+    }
+    capshim()
+        .args([
+            "report",
+            &format!("--arm=stock={},{}", a.display(), b.display()),
+        ])
+        .assert()
+        .success();
+    // Signatures belong to bundles: asking for one of plain files is a mistake.
+    capshim()
+        .args(["report", "--allowed-signers", "x", "--identity", "me"])
+        .arg(format!("--arm=stock={}", a.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no bundle is given"));
+    let out = bundle(tmp.path(), "bundle", &[]);
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .arg(format!("{}/", out.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is given twice"));
+}
+
+#[test]
+fn fifos_and_devices_are_refused_as_inputs_and_shell_pipes_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Each would wait for a writer, or read without end, if opened.
+    for args in [
+        vec![
+            "report".to_string(),
+            format!("--arm=stock={}", fifo.display()),
+        ],
+        vec!["report".to_string(), "--arm=stock=/dev/zero".to_string()],
+        vec![
+            "explain".into(),
+            "--stock".into(),
+            fifo.display().to_string(),
+        ],
+        vec![
+            "explain".into(),
+            "--profile-file".into(),
+            fifo.display().to_string(),
+        ],
+        vec![
+            "explain".into(),
+            "--profile-file".into(),
+            "/dev/zero".into(),
+        ],
+    ] {
+        capshim()
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("not a regular file"))
+            .stderr(predicate::str::contains("save the data to a file"));
+    }
+    // A shell's <(...) is a pipe it opened: read, as before.
+    let probe = tmp.path().join("guest.json");
+    std::fs::write(
+        &probe,
+        r#"{"name":"Apple Paravirtual device","families":{"1005":true,"1007":false},"max_threadgroup_memory":32768,"has_unified_memory":true}"#,
+    )
+    .unwrap();
+    let capshim_bin = assert_cmd::cargo::cargo_bin("capshim");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} explain --profile apple9-64k --stock <(cat {})",
+            capshim_bin.display(),
+            probe.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("as probed in /dev/fd/"));
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = bundle(tmp.path(), "b", &[]);
+    for args in [
+        vec![
+            "report".to_string(),
+            "--json".into(),
+            out.display().to_string(),
+        ],
+        vec!["report".to_string(), out.display().to_string()],
+        vec!["profiles".to_string(), "--json".into()],
+        vec!["completions".to_string(), "bash".into()],
+        vec!["man".to_string()],
+    ] {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before capshim writes (as `| head` does after its lines).
+        drop(child.stdout.take());
+        let done = child.wait_with_output().unwrap();
+        assert_eq!(done.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&done.stderr), "", "{args:?}");
+    }
+}
