@@ -757,3 +757,44 @@ fn every_broken_rule_is_named_with_its_files_and_lines() {
         assert!(problem.contains(says), "{says:?} not in {problem}");
     }
 }
+
+/// Every top-level module of every crate (a file or folder directly under `src/`, `lib.rs`
+/// aside) and of xtask, as a path from the workspace root, e.g. `crates/cli/src/bench`.
+fn top_level_modules(root: &Path) -> Vec<String> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .collect();
+    dirs.push(root.join("xtask/src"));
+    let mut modules = Vec::new();
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let module = path.is_dir() || name.ends_with(".rs");
+            if module && name != "lib.rs" && name != "snapshots" {
+                let relative = path.strip_prefix(root).unwrap();
+                modules.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    modules.sort();
+    modules
+}
+
+#[test]
+fn the_design_doc_names_every_top_level_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    let layout = &design[design
+        .find("## Layout")
+        .expect("docs/design.md has a Layout section")..];
+    let missing: Vec<String> = top_level_modules(&root)
+        .into_iter()
+        .filter(|m| !layout.contains(&format!("`{m}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/design.md's Layout section does not name: {missing:?}; describe each there"
+    );
+}

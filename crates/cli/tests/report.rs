@@ -5,7 +5,7 @@ mod common;
 use common::{capshim, result, samples_with_median, write_json, write_jsonl};
 use predicates::prelude::*;
 
-/// The published M1 Ultra figures (DESIGN.md section 2), written as the three arms' llama-bench
+/// The published M1 Ultra figures (docs/design.md, "The problem, in facts"), written as the three arms' llama-bench
 /// files: host and unlocked in one `-o json` file each (10 samples, even count), stock split over
 /// two files (5 + 4 samples, odd count) as two separate llama-bench runs. Returns the three
 /// `--arm` arguments.

@@ -24,7 +24,7 @@ pub struct Answers {
 
 impl Answers {
     /// The stock "Apple Paravirtual device" seen in a macOS 26.5.2 guest on an M1 Ultra host
-    /// (DESIGN.md section 1): Apple1–Apple5 and Common1–Common3 true, every other named family
+    /// (docs/design.md, "The problem, in facts"): Apple1–Apple5 and Common1–Common3 true, every other named family
     /// false, 32768 bytes of threadgroup memory, 11453.25 MB working set in a 16 GiB guest.
     pub fn paravirtual_stock() -> Answers {
         let families = GpuFamily::known()
@@ -76,7 +76,7 @@ impl Answers {
     }
 }
 
-/// 11453.25 MB (MiB) in bytes: the stock guest's `recommendedMaxWorkingSetSize` (DESIGN.md section 1).
+/// 11453.25 MB (MiB) in bytes: the stock guest's `recommendedMaxWorkingSetSize` (docs/design.md, "The problem, in facts").
 pub const PARAVIRTUAL_STOCK_WORKING_SET: u64 = 12_009_603_072;
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! MTLGPUFamily values, as Metal's `MTLGPUFamily` enumeration numbers them.
 //!
-//! Source: Apple's Metal headers (`MTLDevice.h`), summarised in DESIGN.md
-//! section 1: Apple1–Apple10 = 1001–1010, Mac1 = 2001 (deprecated),
+//! Source: Apple's Metal headers (`MTLDevice.h`):
+//! Apple1–Apple10 = 1001–1010, Mac1 = 2001 (deprecated),
 //! Mac2 = 2002, Common1–3 = 3001–3003, MacCatalyst1–2 = 4001–4002,
 //! Metal3 = 5001, Metal4 = 5002.
 
@@ -11,7 +11,7 @@ use std::fmt;
 ///
 /// Only [`FamilyRange::Apple`] answers are ever changed by capshim: MLX turns
 /// on residency sets when `supportsFamily(Metal3)` is true, and the
-/// paravirtual device cannot create them (DESIGN.md section 1).
+/// paravirtual device cannot create them (docs/design.md, "The problem, in facts").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(
     feature = "serde",

@@ -1,4 +1,4 @@
-//! The answer policy: raise-only, Apple range only (DESIGN.md section 3).
+//! The answer policy: raise-only, Apple range only (docs/design.md, "The shape").
 //!
 //! These are the functions the shim calls with the device's original answer,
 //! and the CLI's `explain` calls to predict the result. They never lower an

@@ -41,7 +41,7 @@ impl std::error::Error for ProfileError {}
 
 impl Profile {
     /// The threadgroup memory a profile raises to unless told otherwise, in bytes (64 KiB),
-    /// as in the published tested profile (DESIGN.md section 2).
+    /// as in the published tested profile (docs/design.md, "The problem, in facts").
     pub const DEFAULT_MAX_THREADGROUP_MEMORY: u64 = 65536;
 
     /// Builds a validated profile.

@@ -1,7 +1,7 @@
 //! The host Mac's preference that lets guests' paravirtual device answer with the
 //! unrestricted feature level: the user default
 //! `com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel` (bool),
-//! read by the host when a VM starts (DESIGN.md section 1), managed with `defaults`.
+//! read by the host when a VM starts (docs/design.md, "The problem, in facts"), managed with `defaults`.
 
 use thiserror::Error;
 

@@ -1,4 +1,4 @@
-//! `report.md` and the default terminal output: the table of DESIGN.md section 2 (host, stock,
+//! `report.md` and the default terminal output: the table of docs/design.md, "The problem, in facts" (host, stock,
 //! each other arm, speedup, percent of host), then the per-arm details, what the workload
 //! reported, and the warnings.
 

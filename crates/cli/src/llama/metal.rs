@@ -1,6 +1,6 @@
 //! ggml-metal's device lines on stderr: what llama.cpp itself decided about the GPU.
 //!
-//! `ggml_metal_device_init` logs one line per decision (DESIGN.md section 1), e.g.
+//! `ggml_metal_device_init` logs one line per decision (docs/design.md, "The problem, in facts"), e.g.
 //! `ggml_metal_device_init: simdgroup reduction   = false`. A CPU-only build prints none.
 
 use serde::Serialize;
