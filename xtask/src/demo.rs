@@ -3,15 +3,15 @@
 //! Builds the shim, runs the simulated guest's probe (an Objective-C program on GCC's
 //! runtime, asking a simulated paravirtual Metal device) once as shipped and once with
 //! `LD_PRELOAD=libcapshim.so` and a profile, and prints every answer and llama.cpp's
-//! derived decisions in two columns. The last line checks the probe's decisions against
-//! the ones `capshim_profile` predicts for the same profile.
+//! and Metal's own derived decisions in two columns. The last line checks the probe's
+//! decisions against the ones `capshim_profile` predicts for the same profile.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use capshim_profile::consumers::{Inputs, LlamaCpp};
+use capshim_profile::consumers::{Inputs, LlamaCpp, Metal};
 use capshim_profile::device::Answers;
 use capshim_profile::{GpuFamily, Profile, env};
 
@@ -44,7 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     println!(
         "capshim demo: {} in the simulated guest ({class}, GNU Objective-C runtime)",
-        shim.display()
+        relative_to_workspace(&shim).display()
     );
     println!("profile: {profile}\n");
     println!("{:<44} {:>12} {:>12}", "answer", "stock", "unlocked");
@@ -86,18 +86,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &before.cpu_fallback_ops.len().to_string(),
         &predicted.cpu_fallback_ops.len().to_string(),
     );
+    println!("\nMetal (_MTLDevice) decides");
+    let metal_key = "metal.bf16_emulation";
+    row(
+        "bf16 emulation (requiresBFloat16Emulation)",
+        &get(&stock.0, metal_key),
+        &get(&unlocked.0, metal_key),
+    );
+    let metal_predicted = Metal::decide(&Inputs::new(&unlocked_answers));
     println!("\nwhat the shim said in the unlocked run:");
     for line in unlocked.1.lines().filter(|l| l.starts_with("capshim:")) {
         println!("  {line}");
     }
-    let observed = ["simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor"]
+    let llama_matches = ["simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor"]
         .iter()
         .all(|flag| get(&unlocked.0, &format!("llama.{flag}")) == predicted.flag(flag).to_string());
-    if !observed {
+    let metal_matches = get(&unlocked.0, metal_key) == metal_predicted.bf16_emulation.to_string();
+    if !(llama_matches && metal_matches) {
         bail!("the probe's decisions differ from capshim_profile's prediction for this profile");
     }
-    println!("\nthe probe's decisions match capshim_profile's prediction for this profile");
+    println!(
+        "\nthe probe's decisions (llama.cpp's and Metal's) match capshim_profile's prediction for this profile"
+    );
     Ok(())
+}
+
+/// `path` relative to the workspace root when it lies inside it (`target/release/...`), so
+/// the demo's output names no build machine's folders; otherwise `path` itself.
+fn relative_to_workspace(path: &Path) -> &Path {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    match root.canonicalize() {
+        Ok(root) => path.strip_prefix(&root).unwrap_or(path),
+        Err(_) => path,
+    }
 }
 
 fn row(label: &str, stock: &str, unlocked: &str) {
@@ -131,8 +152,8 @@ fn build_shim() -> anyhow::Result<PathBuf> {
 
 /// Runs the probe, stock or with the shim and `profile`; returns its answers and stderr.
 fn probe(
-    probe: &std::path::Path,
-    shim: Option<&std::path::Path>,
+    probe: &Path,
+    shim: Option<&Path>,
     profile: &Profile,
 ) -> anyhow::Result<(BTreeMap<String, String>, String)> {
     let mut cmd = Command::new(probe);
