@@ -19,20 +19,24 @@ mod launch;
 mod llama;
 mod platform;
 mod profile;
+mod term;
 mod verify;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 
 fn main() -> ExitCode {
-    let cli = commands::Cli::parse();
+    let cli = match commands::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return ExitCode::from(term::clap_error(&error)),
+    };
     match commands::dispatch(cli) {
         Ok(code) => code,
         // The reader went away (`capshim report --json | head`): nothing left to say to it.
         Err(error) if broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("capshim: error: {}", format::chain(&*error));
+            term::error(format::chain(&*error));
             if error.downcast_ref::<commands::UsageError>().is_some() {
                 ExitCode::from(commands::EXIT_USAGE)
             } else {

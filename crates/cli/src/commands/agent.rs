@@ -127,7 +127,7 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
                 skip_program: args.skip_preflight,
             };
             for warning in preflight::check(&facts::Real::default(), &launch)? {
-                eprintln!("capshim: warning: {warning}");
+                crate::term::warning(warning);
             }
         } else {
             eprintln!(

@@ -241,7 +241,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
         }
     })?;
     for note in &resolution.notes {
-        eprintln!("capshim: note: {note}");
+        crate::term::note(note);
     }
     let arms = resolution.arms;
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
@@ -271,7 +271,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             skip_program: args.skip_preflight,
         };
         for warning in preflight::check(&facts::Real::default(), &launch)? {
-            eprintln!("capshim: warning: {warning}");
+            crate::term::warning(warning);
         }
         Some(path)
     } else {
@@ -285,7 +285,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
                 let warnings =
                     check_baseline(&keys, &planned).map_err(|e| UsageError(e.to_string()))?;
                 for warning in warnings {
-                    eprintln!("capshim: warning: {warning}");
+                    crate::term::warning(warning);
                 }
             }
             Some(p)
@@ -319,7 +319,7 @@ pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(outcome) => outcome,
         Err(e) => {
             if let Some(number) = e.interrupted_by() {
-                eprintln!("capshim: error: {}", crate::format::chain(&e));
+                crate::term::error(crate::format::chain(&e));
                 return Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)));
             }
             return Err(e.into());

@@ -79,7 +79,7 @@ pub fn execute(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        doctor::render(&report, args.verbose)
+        crate::term::paint_doctor(&doctor::render(&report, args.verbose))
     };
     super::out(&text)?;
     Ok(ExitCode::from(report.exit_code))

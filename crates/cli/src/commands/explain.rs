@@ -65,13 +65,13 @@ pub fn execute(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if let Some(warning) = report.as_ref().and_then(|r| r.missing_warning(&label)) {
-        eprintln!("capshim: warning: {warning}");
+        crate::term::warning(warning);
     }
     let e = explain::explain(&profile, report.as_ref().map(|r| (label.as_str(), r)));
     if args.json {
         out(&(serde_json::to_string_pretty(&e)? + "\n"))?;
     } else {
-        out(&explain::render(&e))?;
+        out(&crate::term::paint_explain(&explain::render(&e)))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -61,7 +61,7 @@ pub fn execute(args: HostArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ HostError::InGuest(_)) => {
-            eprintln!("capshim: error: {e}");
+            crate::term::error(e);
             Ok(ExitCode::from(EXIT_IN_GUEST))
         }
         Err(e) => Err(e.into()),

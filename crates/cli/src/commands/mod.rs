@@ -33,10 +33,7 @@ pub struct UsageError(pub String);
 /// # Errors
 /// The write's I/O error.
 pub fn out(text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()
+    crate::term::stdout(text)
 }
 
 /// Run Metal workloads in a macOS guest with the capability shim, and prove what it did.

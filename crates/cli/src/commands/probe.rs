@@ -135,7 +135,7 @@ fn compare(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
             device::render_compare(&stock, &shimmed)
         ))?;
     }
-    eprintln!("{}", summary.line());
+    crate::term::activation(&summary.line());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -88,7 +88,7 @@ pub struct RunArgs {
 }
 
 fn fail(code: u8, error: impl std::fmt::Display) -> ExitCode {
-    eprintln!("capshim: error: {error}");
+    crate::term::error(error);
     ExitCode::from(code)
 }
 
@@ -132,7 +132,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
             match preflight::check(&facts::Real::default(), &launch) {
                 Ok(warnings) => {
                     for w in warnings {
-                        eprintln!("capshim: warning: {w}");
+                        crate::term::warning(w);
                     }
                 }
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
@@ -205,11 +205,13 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
 
     let activated = if resolved.profile.is_none() {
-        eprintln!("capshim: not activated: --profile stock runs the command without the shim");
+        crate::term::activation(
+            "capshim: not activated: --profile stock runs the command without the shim",
+        );
         false
     } else {
         let summary = Summary::read_file(status_file.path());
-        eprintln!("{}", summary.line());
+        crate::term::activation(&summary.line());
         summary.activated()
     };
     if args.require_active && !activated {

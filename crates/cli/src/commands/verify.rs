@@ -245,7 +245,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
         }
     })?;
     for note in &resolution.notes {
-        eprintln!("capshim: note: {note}");
+        crate::term::note(note);
     }
     let arms = resolution.arms;
     let reference = match (&args.base, &args.reference) {
@@ -381,7 +381,7 @@ pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         Ok(outcome) => outcome,
         Err(e) => {
             if let Some(number) = e.interrupted_by() {
-                eprintln!("capshim: error: {}", crate::format::chain(&e));
+                crate::term::error(crate::format::chain(&e));
                 return Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)));
             }
             return Err(e.into());

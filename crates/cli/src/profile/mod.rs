@@ -198,10 +198,10 @@ impl ProfileArgs {
     pub fn resolve(&self) -> Result<Resolved, ProfileArgsError> {
         let resolved = self.resolve_with(&facts::Real::default())?;
         for note in &resolved.notes {
-            eprintln!("capshim: note: {note}");
+            crate::term::note(note);
         }
         for warning in &resolved.warnings {
-            eprintln!("capshim: warning: {warning}");
+            crate::term::warning(warning);
         }
         Ok(resolved)
     }

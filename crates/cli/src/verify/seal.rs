@@ -109,7 +109,7 @@ impl Prepared {
             }
             prepared.base = Some(id);
             for warning in &prepared.base_warnings {
-                eprintln!("capshim: warning: {warning}");
+                crate::term::warning(warning);
             }
         }
         Ok(prepared)

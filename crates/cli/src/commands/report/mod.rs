@@ -394,7 +394,7 @@ pub fn execute(args: ReportArgs) -> anyhow::Result<ExitCode> {
     match report(&args) {
         Err(e) => match e.downcast_ref::<BundleError>() {
             Some(untrusted) if untrusted.untrusted() => {
-                eprintln!("capshim: error: {}", crate::format::chain(untrusted));
+                crate::term::error(crate::format::chain(untrusted));
                 Ok(ExitCode::from(EXIT_TAMPERED))
             }
             _ => Err(e),

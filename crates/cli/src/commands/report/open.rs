@@ -58,7 +58,7 @@ pub fn open(dir: &Path, signers: Option<&Signers>) -> Result<Opened, BundleError
     match signers {
         Some(s) => {
             let said = sign::verify(dir, s.file, s.identity)?;
-            eprintln!("capshim: note: {}: {said}", dir.display());
+            crate::term::note(format!("{}: {said}", dir.display()));
         }
         None if dir.join(SIG_FILE).is_file() => eprintln!(
             "capshim: note: {} is signed ({SIG_FILE}); give --allowed-signers FILE --identity ID \
