@@ -63,7 +63,10 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let root = workspace_root()?;
-    let out = args.out.clone().unwrap_or_else(|| root.join("dist"));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| shown(&root.join("dist")));
     let mut cli_failure = None;
 
     if !args.verify_only {
@@ -125,6 +128,16 @@ fn workspace_root() -> anyhow::Result<PathBuf> {
     let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = xtask.parent().context("xtask has no parent directory")?;
     Ok(root.to_path_buf())
+}
+
+/// `path` relative to the current directory when it lies under it (`dist`, not
+/// `/home/me/capshim/dist`), so that what dist prints names no build machine's folders.
+fn shown(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .filter(|relative| !relative.as_os_str().is_empty())
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 fn target_dir(root: &Path) -> PathBuf {
@@ -381,7 +394,7 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
     section(
         format!(
             "link stubs (crates/*/stubs) against the SDK excerpts in {}",
-            root.join("xtask/sdk").display()
+            shown(&root.join("xtask/sdk")).display()
         ),
         sdk::check_stubs(&root, &sdks),
     );
