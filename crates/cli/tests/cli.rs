@@ -558,6 +558,40 @@ fn host_is_read_as_native_and_cpu_brand_goes_with_any_profile() {
         ));
 }
 
+/// A `--dylib` path that names nothing is not found (a warning off macOS, where failures are
+/// shown as warnings), never `ok`; its other checks are skipped.
+#[test]
+fn doctor_reports_a_missing_explicit_library_as_not_found() {
+    let out = capshim()
+        .args(["doctor", "--json", "--dylib", "/nonexistent/libcapshim.so"])
+        .assert()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    let found = checks.iter().find(|c| c["id"] == "library.found").unwrap();
+    let expected = if cfg!(target_os = "macos") {
+        "fail"
+    } else {
+        "warn"
+    };
+    assert_eq!(found["status"], expected, "{found}");
+    assert!(
+        found["summary"].as_str().unwrap().contains("not found"),
+        "{found}"
+    );
+    assert!(
+        found["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/libcapshim.so"),
+        "{found}"
+    );
+    let format = checks.iter().find(|c| c["id"] == "library.format").unwrap();
+    assert_eq!(format["status"], "skip", "{format}");
+}
+
 /// Off macOS, doctor runs, skips what needs macOS, reads the real library's version record
 /// without loading it, and exits 0.
 #[cfg(target_os = "linux")]

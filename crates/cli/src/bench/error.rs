@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use super::derive::DeriveError;
 use crate::bundle::BundleError;
 use crate::bundle::identity::IdentifyError;
-use crate::launch::Os;
 use crate::launch::status::StatusFileError;
 use crate::llama::bench_json::ParseError;
 
@@ -60,10 +59,7 @@ pub enum RunError {
     #[error(
         "the shim did not activate in arm {arm} round {round}: no `hooked` event in {status_file} and no \
          `capshim: hooked` line in {stderr_file}; {said}. An \"unlocked\" arm that is silently stock would \
-         be a false result. Check that {inject} can load {dylib} (macOS: the host setting \
-         ForceUnrestrictedDeviceFeatureLevel, SIP and hardened runtime; Linux has no Metal, so \
-         the shim never activates there), or pass --allow-inactive to measure anyway",
-        inject = Os::current().injection_var()
+         be a false result. {check}; or pass --allow-inactive to measure anyway"
     )]
     NotActivated {
         /// The arm.
@@ -76,8 +72,8 @@ pub enum RunError {
         stderr_file: PathBuf,
         /// What the shim said on stderr.
         said: String,
-        /// The shim library.
-        dylib: String,
+        /// What to check ([`crate::llama::shim::Activation::what_to_check`]).
+        check: String,
     },
     /// A file the runs use cannot be identified, or changed during the runs.
     #[error(transparent)]

@@ -95,11 +95,14 @@ pub fn run_one(
                 status_file: path.clone(),
                 stderr_file: stderr_path,
                 said,
-                dylib: plan
-                    .dylib
-                    .as_deref()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_default(),
+                check: activation.what_to_check(
+                    crate::launch::Os::current().injection_var(),
+                    &plan
+                        .dylib
+                        .as_deref()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default(),
+                ),
             });
         }
     }

@@ -68,7 +68,13 @@ pub fn execute(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         os,
         arch: doctor::library::this_arch(),
-        library: dylib::locate(args.dylib.as_deref(), os).map_err(|e| e.to_string()),
+        library: dylib::locate(args.dylib.as_deref(), os)
+            .map_err(|e| e.to_string())
+            .and_then(|path| match std::fs::symlink_metadata(&path) {
+                // locate does not look at an explicit --dylib; doctor must not call it found.
+                Ok(_) => Ok(path),
+                Err(e) => Err(format!("{}: {e}", path.display())),
+            }),
         program: (!args.program.is_empty()).then_some(args.program),
         path_var: std::env::var_os("PATH"),
         injected: std::env::var_os(os.injection_var())

@@ -23,8 +23,8 @@ pub const EXIT_DIFFERENT: u8 = 5;
 
 const AFTER_HELP: &str = "\
 Arms: `stock` (no shim) always runs; add arms with --arm / --profile as in `capshim bench`
-(default: apple9-64k), e.g. `--profile again=stock` for an A/A check, or
-`--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1`. Each arm runs, in order:
+(default: native where the host chip is known, else apple9-64k), e.g. `--profile again=stock`
+for an A/A check, or `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1`. Each arm runs, in order:
   1. llama-perplexity on the text (-c tokens per chunk, --chunks chunks): the reference arm saves
      its logits (the base), every other arm is compared with them: mean and 99th-percentile KL
      divergence, top-1 agreement (how often both rank the same next token first), perplexity;

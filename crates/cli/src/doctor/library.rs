@@ -79,7 +79,7 @@ pub fn checks(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Vec<Check
             Status::Fail,
             format!("{} not found", g.os.library_name()),
             why.clone(),
-            "install libcapshim next to the capshim executable or in one of the folders listed (docs/deploying.md), or pass --dylib PATH",
+            "put libcapshim next to the capshim executable or in one of the folders listed, or pass --dylib PATH",
         ),
     };
     let Some(path) = lib.found() else {

@@ -12,7 +12,7 @@ use capshim_macho::{self as macho, Arch, Binary, Format};
 pub enum DylibError {
     /// No candidate location holds the library.
     #[error(
-        "{name} not found; looked in: {}; build it (`cargo build -p capshim`), install it in one of those folders, or pass --dylib PATH",
+        "{name} not found; looked in: {}; build it (`cargo build --release -p capshim` on the system it is for; for a Mac, `cargo xtask dist` on Linux), install it in one of those folders, or pass --dylib PATH",
         .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
     )]
     NotFound {
@@ -125,7 +125,8 @@ pub fn check_path(path: &Path, os: Os) -> Result<(), DylibError> {
 /// checked with [`check_path`].
 ///
 /// # Errors
-/// [`DylibError::NotFound`] listing every place looked in; [`DylibError::UnsafePath`].
+/// [`DylibError::NotFound`] listing every place looked in; [`DylibError::UnsafePath`]. An
+/// explicit path is not looked at: `agent` writes paths of the machine the agent runs on.
 pub fn locate(explicit: Option<&Path>, os: Os) -> Result<PathBuf, DylibError> {
     let path = match explicit {
         Some(path) => std::path::absolute(path).map_err(|source| DylibError::Unreadable {

@@ -215,7 +215,8 @@ pub fn strip_capshim_libraries(value: &OsStr, library: &OsStr, os: Os) -> Option
 
 /// The child's whole environment, from the parent's.
 ///
-/// Inherited `CAPSHIM_*` and `LUME_METAL_*` variables are dropped, so exactly the chosen
+/// Inherited shim variables (`CAPSHIM_*` and the published shims' `LUME_METAL_*`,
+/// `TART_METAL_*`, `VEERTU_ANKA_GPU_*`) are dropped, so exactly the chosen
 /// profile applies (an inherited alias with another value would make the shim refuse), and
 /// so are capshim libraries already in the injection variable (a `capshim run` inside another,
 /// or a shell that exported it), so that one shim hooks, not two: as `bench` clears it for its

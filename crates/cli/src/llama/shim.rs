@@ -194,6 +194,26 @@ impl Activation {
         a
     }
 
+    /// What to check when the shim should have activated and did not, for an error message:
+    /// what the evidence says happened, and what to do about it. `inject` is the injection
+    /// variable, `dylib` the library's path.
+    pub fn what_to_check(&self, inject: &str, dylib: &str) -> String {
+        if !self.reasons.is_empty() {
+            "The shim loaded and said why it stayed stock (above): fix that".to_string()
+        } else if self.loaded {
+            "The shim loaded and accepted its profile, but the program created no Metal device: \
+             a CPU-only llama.cpp build, or a system without Metal (Linux has none, so the shim \
+             never activates there)"
+                .to_string()
+        } else {
+            format!(
+                "The shim did not load: check that {inject} can load {dylib} (in the guest, \
+                 `capshim doctor -- PROGRAM` checks the library, SIP, the hardened runtime and \
+                 library validation)"
+            )
+        }
+    }
+
     /// The activation of an arm over all its runs: activated only when every run activated.
     /// `None` when there are no runs.
     pub fn combine(runs: &[Activation]) -> Option<Activation> {
@@ -256,6 +276,24 @@ impl Activation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hint follows the evidence: not loaded, loaded without a device, stayed stock.
+    #[test]
+    fn what_to_check_follows_the_evidence() {
+        let hint = |stderr: &str| {
+            Activation::from_evidence(true, &[], stderr).what_to_check("LD_PRELOAD", "/x/lib.so")
+        };
+        assert!(
+            hint("").starts_with("The shim did not load: check that LD_PRELOAD can load /x/lib.so")
+        );
+        let loaded =
+            hint("capshim: active in llama-bench (pid 1): apple_family_max=1009 (Apple9)\n");
+        assert!(loaded.contains("created no Metal device"), "{loaded}");
+        let stock = hint(
+            "capshim: staying stock in llama-bench (pid 1): CAPSHIM_APPLE_FAMILY_MAX=\"x\" is malformed\n",
+        );
+        assert!(stock.contains("said why it stayed stock"), "{stock}");
+    }
 
     #[test]
     fn parses_every_shim_line() {

@@ -6,7 +6,6 @@ use super::base::BaseError;
 use super::derive::DeriveError;
 use crate::bundle::BundleError;
 use crate::bundle::identity::IdentifyError;
-use crate::launch::Os;
 
 /// Why a verify run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -62,19 +61,16 @@ pub enum VerifyError {
     Base(#[from] BaseError),
     /// The reference arm's shim did not activate: nothing can be compared with it.
     #[error(
-        "the reference arm {arm} cannot be compared with: {why}. Check that {inject} can load \
-         {dylib} (macOS: the host setting ForceUnrestrictedDeviceFeatureLevel, SIP and hardened \
-         runtime; Linux has no Metal, so the shim never activates there), use the stock reference, \
-         or pass --allow-inactive",
-        inject = Os::current().injection_var()
+        "the reference arm {arm} cannot be compared with: {why}. {check}; or use the stock \
+         reference, or pass --allow-inactive"
     )]
     ReferenceInactive {
         /// The arm.
         arm: String,
         /// What the shim said.
         why: String,
-        /// The shim library.
-        dylib: String,
+        /// What to check ([`crate::llama::shim::Activation::what_to_check`]).
+        check: String,
     },
     /// A JSON file could not be written.
     #[error("cannot serialize {what}: {source}")]

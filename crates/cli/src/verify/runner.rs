@@ -198,10 +198,19 @@ fn run_in(
                     return Err(VerifyError::ReferenceInactive {
                         arm: arm.name.clone(),
                         why,
-                        dylib: plan
-                            .dylib
-                            .as_deref()
-                            .map(|d| d.display().to_string())
+                        check: result
+                            .activation
+                            .as_ref()
+                            .map(|a| {
+                                a.what_to_check(
+                                    crate::launch::Os::current().injection_var(),
+                                    &plan
+                                        .dylib
+                                        .as_deref()
+                                        .map(|d| d.display().to_string())
+                                        .unwrap_or_default(),
+                                )
+                            })
                             .unwrap_or_default(),
                     });
                 }
