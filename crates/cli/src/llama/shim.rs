@@ -199,7 +199,7 @@ impl Activation {
     /// variable, `dylib` the library's path.
     pub fn what_to_check(&self, inject: &str, dylib: &str) -> String {
         if !self.reasons.is_empty() {
-            "The shim loaded and said why it stayed stock (above): fix that".to_string()
+            "The shim loaded and said why it stayed stock: fix that".to_string()
         } else if self.loaded {
             "The shim loaded and accepted its profile, but the program created no Metal device: \
              a CPU-only llama.cpp build, or a system without Metal (Linux has none, so the shim \
