@@ -29,7 +29,14 @@ use clap::Parser as _;
 fn main() -> ExitCode {
     let cli = match commands::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return ExitCode::from(term::clap_error(&error)),
+        Err(error) => {
+            let code = term::clap_error(&error);
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if let Some(tip) = commands::missing_separator_tip(&args, &error) {
+                term::note(tip);
+            }
+            return ExitCode::from(code);
+        }
     };
     match commands::dispatch(cli) {
         Ok(code) => code,

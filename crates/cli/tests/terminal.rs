@@ -98,3 +98,24 @@ fn colour_is_forced_by_clicolor_force_and_refused_by_no_color() {
         "colour changes nothing but the styles"
     );
 }
+
+#[test]
+fn a_program_not_after_the_separator_gets_the_line_to_write() {
+    let err = stderr_of(
+        &mut plain_env(&["run", "--scope", "process", "python3", "train.py"]),
+        2,
+    );
+    assert!(
+        err.starts_with("capshim: error: unexpected argument 'python3'"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "capshim: note: the program and its arguments go after `--`: capshim run --scope process -- python3 train.py"
+        ),
+        "{err}"
+    );
+    // A misspelt option is a typo, not a program: no such line.
+    let err = stderr_of(&mut plain_env(&["run", "--scpoe", "process"]), 2);
+    assert!(!err.contains("go after `--`"), "{err}");
+}
