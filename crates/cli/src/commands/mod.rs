@@ -55,6 +55,21 @@ pub fn missing_separator_tip(args: &[String], error: &clap::Error) -> Option<Str
     ))
 }
 
+/// How `bench` and `verify` end on an error: stopped by signal `number` (128 + it, as a shell
+/// reports, after saying why), or the error for `main` to print.
+fn stopped<E>(number: Option<i32>, error: E) -> anyhow::Result<ExitCode>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match number {
+        Some(number) => {
+            crate::term::error(crate::format::chain(&error));
+            Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)))
+        }
+        None => Err(error.into()),
+    }
+}
+
 /// Writes `text` to stdout and flushes it. A closed pipe (`capshim report --json | head`)
 /// is an error of kind [`std::io::ErrorKind::BrokenPipe`], which `main` ends on quietly.
 ///

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, sign};
+use super::{UsageError, sign, stopped};
 use crate::arms;
 use crate::launch::{Os, dylib};
 use crate::llama::tools;
@@ -379,13 +379,7 @@ pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let (plan, json, key) = plan(args)?;
     let outcome = match runner::run(&plan) {
         Ok(outcome) => outcome,
-        Err(e) => {
-            if let Some(number) = e.interrupted_by() {
-                crate::term::error(crate::format::chain(&e));
-                return Ok(ExitCode::from(128 + u8::try_from(number).unwrap_or(0)));
-            }
-            return Err(e.into());
-        }
+        Err(e) => return stopped(e.interrupted_by(), e),
     };
     let report = if json {
         &outcome.summary_json
