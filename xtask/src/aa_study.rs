@@ -3,7 +3,8 @@
 //!
 //! Runs K A/A benches (`--profile again=stock`, every other bench option at its default) with
 //! a release build of capshim, reads each one's `--json` summary, and prints per test the
-//! share of benches whose interval excluded 1.00 (the false-positive rate; 5% expected), the
+//! share of benches whose interval excluded 1.00 (the false-positive rate: at most 5%, 4.25% at
+//! bench's default 12 rounds), the
 //! median half-width of the interval, and the verdicts. `--busy N` keeps N CPU-bound
 //! processes (`yes > /dev/null`) running throughout, to measure a busy machine. The load
 //! average is sampled before each bench. docs/bench.md holds this machine's figures.

@@ -75,19 +75,48 @@ fn writes_a_sealed_bundle_in_schedule_order() {
         .stderr(predicate::str::contains("evidence bundle:"));
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
 
-    // Rounds 1 and 2 run forward (3 and 4 would run reversed), and the injection variable
-    // only in the unlocked arm.
+    // Each round runs both arms, in its own random order, which environment.json records in
+    // the order the runs ran; the injection variable only in the unlocked arm.
     let shim = s.shim.display().to_string();
     let runs: Vec<String> = read(&log).lines().map(str::to_string).collect();
-    assert_eq!(
-        runs,
-        vec![
-            "stock inject=none".to_string(),
-            format!("unlocked inject={shim}"),
-            "stock inject=none".to_string(),
-            format!("unlocked inject={shim}"),
-        ]
+    let (stock, unlocked) = (
+        "stock inject=none".to_string(),
+        format!("unlocked inject={shim}"),
     );
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    for round in runs.chunks(2) {
+        assert!(
+            round == [stock.clone(), unlocked.clone()]
+                || round == [unlocked.clone(), stock.clone()],
+            "{runs:?}"
+        );
+    }
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    let recorded: Vec<(String, u64)> = env["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["arm"].as_str().unwrap().to_string(),
+                r["round"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let ran: Vec<(String, u64)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let arm = if line.starts_with("stock") {
+                "stock"
+            } else {
+                "apple9-64k"
+            };
+            (arm.to_string(), i as u64 / 2 + 1)
+        })
+        .collect();
+    assert_eq!(recorded, ran);
 
     let mut files: Vec<String> = Vec::new();
     for dir in [out.clone(), out.join("raw")] {
@@ -163,7 +192,7 @@ fn writes_a_sealed_bundle_in_schedule_order() {
     assert!(u["speedup_ci95"].is_null() && u["verdict"].is_null(), "{u}");
     let why = u["speedup_no_interval"].as_str().unwrap();
     assert!(
-        why.contains("2 rounds with both arms") && why.contains("--rounds 4"),
+        why.contains("2 rounds with both arms") && why.contains("--rounds 6"),
         "{why}"
     );
     assert!(report_md.contains(why), "{report_md}");
@@ -184,15 +213,17 @@ fn writes_a_sealed_bundle_in_schedule_order() {
     assert!(env["machine"]["kernel"].is_string());
     let runs = env["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
-    assert_eq!(runs[0]["arm"], "stock");
+    // Runs in the order they ran, which is random within each round: find each arm's.
+    let of = |arm: &str| runs.iter().find(|r| r["arm"] == arm).unwrap();
+    let (stock_run, unlocked_run) = (of("stock"), of("apple9-64k"));
     assert!(
-        runs[0]["env"]["removed"]
+        stock_run["env"]["removed"]
             .as_array()
             .unwrap()
             .iter()
             .any(|v| v == "CAPSHIM_LOG")
     );
-    let set: Vec<String> = runs[1]["env"]["set"]
+    let set: Vec<String> = unlocked_run["env"]["set"]
         .as_object()
         .unwrap()
         .iter()
@@ -206,7 +237,7 @@ fn writes_a_sealed_bundle_in_schedule_order() {
         set.contains(&"CAPSHIM_MAX_THREADGROUP_MEMORY=65536".to_string()),
         "{set:?}"
     );
-    let cmdline = runs[1]["command_line"].as_str().unwrap();
+    let cmdline = unlocked_run["command_line"].as_str().unwrap();
     assert!(cmdline.contains(" -r 3 -p 64 -n 16 -o json"), "{cmdline}");
     let svg = read(&out.join("chart.svg"));
     assert!(svg.starts_with("<svg") && svg.contains("pp64") && svg.contains("apple9-64k"));
@@ -461,9 +492,10 @@ fn a_failing_llama_bench_is_reported_with_its_stderr() {
         .env("FAKE_FAIL", "1")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(
-            "llama-bench failed in arm stock round 1",
-        ))
+        .stderr(
+            predicate::str::is_match("llama-bench failed in arm (stock|apple9-64k) round 1")
+                .unwrap(),
+        )
         .stderr(predicate::str::contains("failed to load model 'x.gguf'"));
 }
 
@@ -480,7 +512,7 @@ fn aa_check_baseline_and_side_by_side_bundles() {
     );
     // A/A: a second stock arm; its speedup interval contains 1, inside the noise band.
     let aa = s.tmp.path().join("aa");
-    s.bench_rounds(&aa, &s.shim, 4)
+    s.bench_rounds(&aa, &s.shim, 6)
         .args(["--profile", "again=stock", "--baseline"])
         .arg(&host)
         .assert()
@@ -492,7 +524,7 @@ fn aa_check_baseline_and_side_by_side_bundles() {
         let ci = &again["speedup_ci95"];
         assert!(ci["low"].as_f64().unwrap() <= 1.0 && 1.0 <= ci["high"].as_f64().unwrap());
         assert_eq!(again["verdict"], "no_measurable_difference");
-        assert_eq!(again["speedup_precision"]["rounds"], 4);
+        assert_eq!(again["speedup_precision"]["rounds"], 6);
         assert!(row["arms"]["stock"]["percent_of_host"].is_number());
     }
     assert_eq!(summary["host"], "host");
@@ -673,10 +705,24 @@ fn a_signal_stops_llama_bench_and_leaves_an_unsealed_bundle_with_a_note() {
         );
         assert!(!out.join("SHA256SUMS").exists());
         let note = read(&out.join("INCOMPLETE"));
+        // Round 1 ran in either order: one arm finished, the other was cut short.
+        let cut = |arm: &str| {
+            format!(
+                "Run cut short (its raw files are partial):\n  arm {arm} round 1 (raw/{arm}-r1.json)"
+            )
+        };
+        let (finished, cut) = if note.contains(&cut("apple9-64k")) {
+            ("arm stock round 1 (raw/stock-r1.json)", cut("apple9-64k"))
+        } else {
+            (
+                "arm apple9-64k round 1 (raw/apple9-64k-r1.json)",
+                cut("stock"),
+            )
+        };
         for part in [
             "Runs finished (1 of 4)",
-            "arm stock round 1 (raw/stock-r1.json)",
-            "Run cut short (its raw files are partial):\n  arm apple9-64k round 1 (raw/apple9-64k-r1.json)",
+            finished,
+            &cut,
             &format!("interrupted by {signal}"),
             "Runs never started: 2",
         ] {
@@ -856,7 +902,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let summary = read(&out.join("summary.json"));
     std::fs::write(
         out.join("summary.json"),
-        summary.replace("\"schema_version\": 3,", "\"schema_version\": 2,"),
+        summary.replace("\"schema_version\": 4,", "\"schema_version\": 2,"),
     )
     .unwrap();
     // Its own report, whatever this version would render.
@@ -876,7 +922,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
             "is a bench bundle of schema_version 2 (written by capshim",
         ))
         .stderr(predicate::str::contains(
-            "this capshim derives bench bundles of schema_version 3",
+            "this capshim derives bench bundles of schema_version 4",
         ))
         .stderr(predicate::str::contains(
             "its derived files were NOT derived again",
@@ -907,7 +953,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let env = read(&current.join("environment.json"));
     std::fs::write(
         current.join("environment.json"),
-        env.replace("\"schema_version\": 3", "\"schema_version\": 4"),
+        env.replace("\"schema_version\": 4", "\"schema_version\": 5"),
     )
     .unwrap();
     common::reseal(&current);
@@ -917,7 +963,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
         .assert()
         .success()
         .stdout(read(&current.join("report.md")))
-        .stderr(predicate::str::contains("bench bundle of schema_version 4"));
+        .stderr(predicate::str::contains("bench bundle of schema_version 5"));
 }
 
 /// Spawns `capshim bench` with the fake llama-bench (no shim: an A/A bench) and `args`,
@@ -1019,8 +1065,8 @@ fn the_model_is_hashed_before_the_first_run_and_ctrl_c_stops_it() {
     for part in [
         "Why it stopped: interrupted by SIGINT while computing the SHA-256 of",
         "before the first run; no run was started",
-        "Runs finished (0 of 20):\n  none",
-        "Runs never started: 20",
+        "Runs finished (0 of 24):\n  none",
+        "Runs never started: 24",
         "It has no SHA256SUMS, and no summary.json, report.md, results.csv or chart.svg;",
     ] {
         assert!(note.contains(part), "{part:?} missing:\n{note}");

@@ -159,12 +159,12 @@ fn json_has_the_documented_shape() {
     assert!(unlocked["speedup_ci95"].is_null(), "{unlocked}");
     assert!(unlocked["verdict"].is_null() && unlocked["speedup_precision"].is_null());
     let why = unlocked["speedup_no_interval"].as_str().unwrap();
-    assert!(why.contains("the interval needs at least 4"), "{why}");
+    assert!(why.contains("the interval needs at least 6"), "{why}");
     assert_eq!(v["statistics"]["confidence_level"], 0.95);
     assert_eq!(v["statistics"]["noise_band"], 0.02);
 }
 
-/// Four files per arm, given in run order, are four paired rounds: an interval, a verdict and
+/// Six files per arm, given in run order, are six paired rounds: an interval, a verdict and
 /// the precision, in every format.
 #[test]
 fn paired_files_give_an_interval_and_a_verdict() {
@@ -172,7 +172,7 @@ fn paired_files_give_an_interval_and_a_verdict() {
     let mut stock = Vec::new();
     let mut unlocked = Vec::new();
     let mut again = Vec::new();
-    for (i, wobble) in [1.0, 1.02, 0.97, 1.01].iter().enumerate() {
+    for (i, wobble) in [1.0, 1.02, 0.97, 1.01, 0.99, 1.03].iter().enumerate() {
         let s = [431.0 * wobble, 433.0 * wobble, 429.0 * wobble];
         stock.push(write_json(
             tmp.path(),
@@ -185,7 +185,10 @@ fn paired_files_give_an_interval_and_a_verdict() {
             &format!("u{i}.json"),
             &[result("m", 512, 0, &u)],
         ));
-        let a: Vec<f64> = s.iter().map(|v| v * [1.05, 1.08, 0.93, 0.96][i]).collect();
+        let a: Vec<f64> = s
+            .iter()
+            .map(|v| v * [1.05, 1.08, 0.93, 0.96, 1.02, 0.98][i])
+            .collect();
         again.push(write_json(
             tmp.path(),
             &format!("a{i}.json"),
@@ -209,23 +212,27 @@ fn paired_files_give_an_interval_and_a_verdict() {
         table_line(&md, "pp512")[5..],
         [
             "11.08× [11.08 11.08] faster",
-            "1.00× [0.96 1.05] inconclusive"
+            // Six rounds: from the smallest to the largest round ratio; the centre is the
+            // median of the 21 Walsh averages of their logs (computed by hand: 1.0022).
+            "1.00× [0.93 1.08] inconclusive"
         ]
     );
     assert!(md.contains("| ±0.0% | within ±2%"), "{md}");
-    assert!(md.contains("| ±4.7% | ~8 rounds for ±2%"), "{md}");
+    // Half of ln(1.08 / 0.93) is ±7.8%; 6 × (ln 1.0776 / ln 1.02)² ≈ 85.6 rounds.
+    assert!(md.contains("| ±7.8% | ~86 rounds for ±2%"), "{md}");
     let mut json_args = args.clone();
     json_args.push("--json".into());
     let v: serde_json::Value = serde_json::from_str(&report(&json_args)).unwrap();
     let a = &v["rows"][0]["arms"]["again"];
     assert_eq!(a["verdict"], "inconclusive");
-    assert_eq!(a["speedup_precision"]["rounds"], 4);
-    assert_eq!(a["speedup_precision"]["df"], 2);
+    assert_eq!(a["speedup_precision"]["rounds"], 6);
+    assert_eq!(a["speedup_precision"]["coverage"], 1.0 - 2.0 / 64.0);
+    assert!((a["speedup_precision"]["center"].as_f64().unwrap() - 1.002_197_585).abs() < 1e-8);
     assert!(
         a["speedup_precision"]["rounds_for_noise_band"]
             .as_u64()
             .unwrap()
-            > 4
+            > 6
     );
     assert!(a["speedup_ci95"]["low"].as_f64().unwrap() < 1.0);
     let mut csv_args = args;
@@ -240,7 +247,7 @@ fn paired_files_give_an_interval_and_a_verdict() {
     );
     assert!(csv.contains(",faster,"), "{csv}");
     assert!(csv.contains(",inconclusive,"), "{csv}");
-    assert!(csv.contains("\nm,pp512,rounds,count,4,4,4,"), "{csv}");
+    assert!(csv.contains("\nm,pp512,rounds,count,6,6,6,"), "{csv}");
 }
 
 #[test]
@@ -287,7 +294,7 @@ fn missing_rows_are_shown_as_missing() {
         "{csv}"
     );
     assert!(
-        csv.contains(",,,,\"no interval: 1 round with both arms;"),
+        csv.contains(",,,,no interval: 1 round with both arms;"),
         "{csv}"
     );
     assert!(
@@ -442,10 +449,10 @@ fn bench_docs_state_what_bench_does() {
     let bench = read("docs/bench.md");
     for part in [
         "capshim-bench-YYYYMMDD-HHMMSS-2",
-        "excludes 1.00 in about 5% of benches",
+        "excludes 1.00 in at most 5% of benches",
         "(bundles.md)",
-        "`--rounds 4`",
-        "[--rounds 10]",
+        "`--rounds 6`",
+        "[--rounds 12]",
         "an `INCOMPLETE`",
         "130 stopped by SIGINT, 143 by SIGTERM",
         "`--cpu-brand STRING`",

@@ -7,12 +7,14 @@
 //! - [`rows`]: one row per test, each arm against its stock and host references.
 //! - [`stats`]: medians, ranges, variation, drift.
 //! - [`interval`]: the speedup's interval from paired rounds, its verdict and precision.
+//! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
 
 #[cfg(test)]
 mod calibration;
 mod input;
 pub mod interval;
+pub mod ranks;
 mod rows;
 pub mod stats;
 mod summary;
@@ -119,8 +121,9 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
             confidence_level: interval::CONFIDENCE_LEVEL,
             noise_band: interval::NOISE,
             min_rounds: interval::MIN_ROUNDS,
-            interval: "paired rounds: per round, ln(arm median / stock median); the mean of the two \
-                       run orders' means (AB/BA crossover), Student's t with rounds - 2 degrees of freedom",
+            interval: "paired rounds, each in a random arm order: per round, ln(arm median / stock \
+                       median); the Wilcoxon signed-rank (Hodges-Lehmann) interval of those, exact \
+                       under the randomized order",
         },
         rows,
         arm_order: order.iter().map(|a| a.name.clone()).collect(),

@@ -25,14 +25,14 @@ pub struct ArmStats {
     /// 100 × this arm's median / the host arm's median; `null` for the host arm itself or without one.
     pub percent_of_host: Option<f64>,
     /// The speedup's confidence interval ([`CONFIDENCE_LEVEL`](super::interval::CONFIDENCE_LEVEL),
-    /// 95%) from the rounds both arms ran, paired (an AB/BA crossover, Student's t); `null` for
+    /// 95%) from the rounds both arms ran, paired (Wilcoxon signed-rank); `null` for
     /// the stock arm, without a stock arm, or with fewer than
     /// [`MIN_ROUNDS`](super::interval::MIN_ROUNDS) paired rounds (`speedup_no_interval` says why).
     pub speedup_ci95: Option<Interval>,
     /// What the interval shows against the noise band: `faster`, `slower`,
     /// `no_measurable_difference` or `inconclusive`; `null` without an interval.
     pub verdict: Option<Verdict>,
-    /// How precise the interval is: its centre, half-width, rounds, degrees of freedom, the
+    /// How precise the interval is: its centre, half-width, rounds, exact coverage, the
     /// round-to-round spread and the rounds that would bring it within the noise band; `null`
     /// without an interval.
     pub speedup_precision: Option<Paired>,
@@ -108,13 +108,14 @@ pub struct Method {
     pub interval: &'static str,
 }
 
-/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 3 since
-/// the manifest of raw files is in `environment.json` and every derived file is derived from
+/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 4 since
+/// each round's arm order is random and the interval is the signed-rank one (schema 3 bundles
+/// ran a fixed order with a t interval); 3 since the manifest of raw files is in `environment.json` and every derived file is derived from
 /// the primary files alone (docs/bundles.md); 2 when speedup intervals became per round
-/// (paired rounds, Student's t); bundles without one were written with a bootstrap interval.
+/// (paired rounds, Student's t, in a fixed order); bundles without one were written with a bootstrap interval.
 /// Bump it whenever any derived file would come out different from the same raw files, so
 /// that `capshim report` shows older bundles as written instead of calling them changed.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Everything `report` prints and `bench` stores in `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

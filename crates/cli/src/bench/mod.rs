@@ -4,7 +4,7 @@
 //!
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
 //! - [`runner`]: the run itself: every slot of the [`schedule`], then the seal.
-//! - [`schedule`]: the order of arms over rounds (forward and reversed in pairs of rounds).
+//! - [`schedule`]: the order of arms in each round (drawn at random, round by round).
 //! - [`executor`]: one llama-bench process, with or without the shim.
 //! - [`seal`]: the derived files ([`derive`]), `environment.json` and `SHA256SUMS`.
 //! - [`check`]: `capshim report` on a bench bundle: every derived file derived again.

@@ -113,7 +113,7 @@ fn run_in(
             .collect(),
     };
     let mut records = Vec::new();
-    for slot in interleave(plan.arms.len(), plan.rounds) {
+    for slot in interleave(plan.arms.len(), plan.rounds, rand::rng()) {
         if let Some(number) = signals.received() {
             progress.finish_and_clear();
             return Err(interrupted(number));

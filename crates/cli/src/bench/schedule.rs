@@ -1,9 +1,13 @@
-//! The order in which arms run: rounds run the arms forward or reversed in pairs (A B, A B,
-//! B A, B A, ...; [`reversed`]), so that a slow drift of the machine over time (heat, another
-//! workload) and the position in a round hit every arm alike, and the same arm runs twice in
-//! a row at only half of the round boundaries.
+//! The order in which arms run: every round runs each arm once, in an order drawn at random for
+//! that round (a uniform shuffle from an unpredictable generator). Which arm runs first in a
+//! round is then a fair coin that nothing about the machine can follow: drift, a periodic
+//! disturbance, a neighbour that lingers from one process into the next or a burst of slow
+//! processes lands on either arm alike, and the interval (`analysis::interval`) owes its level
+//! to exactly that. A fixed pattern (AB AB BA BA, ABBA) could fall in step with a disturbance of
+//! the machine and hand one arm its slow slots for a whole bench.
 
-use crate::analysis::interval::reversed;
+use rand::Rng;
+use rand::seq::SliceRandom;
 
 /// One run of one arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,72 +18,83 @@ pub struct Slot {
     pub arm: usize,
 }
 
-/// Every run of `arms` arms over `rounds` rounds: rounds 1 and 2 in the given order, 3 and 4
-/// reversed, and so on (ABABBABA... for two arms, ABCABCCBACBA... for three). Made one run at a
-/// time, so that any number of rounds costs no memory up front.
-pub fn interleave(arms: usize, rounds: u32) -> impl Iterator<Item = Slot> {
+/// Every run of `arms` arms over `rounds` rounds, each round in its own random order drawn
+/// from `rng`. Made one round at a time, so that any number of rounds costs no memory up front.
+pub fn interleave<R: Rng>(arms: usize, rounds: u32, mut rng: R) -> impl Iterator<Item = Slot> {
     (1..=rounds).flat_map(move |round| {
-        let backwards = reversed(round);
-        (0..arms).map(move |i| Slot {
-            round,
-            arm: if backwards { arms - 1 - i } else { i },
-        })
+        let mut order: Vec<usize> = (0..arms).collect();
+        order.shuffle(&mut rng);
+        order.into_iter().map(move |arm| Slot { round, arm })
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
 
-    fn letters(arms: usize, rounds: u32) -> String {
-        interleave(arms, rounds)
-            .map(|s| (b'A' + s.arm as u8) as char)
+    fn orders(arms: usize, rounds: u32, seed: u64) -> Vec<Vec<usize>> {
+        let slots: Vec<Slot> = interleave(arms, rounds, StdRng::seed_from_u64(seed)).collect();
+        slots
+            .chunks(arms)
+            .enumerate()
+            .map(|(i, round)| {
+                assert!(round.iter().all(|s| s.round == i as u32 + 1));
+                round.iter().map(|s| s.arm).collect()
+            })
             .collect()
     }
 
     #[test]
-    fn rounds_reverse_in_pairs() {
-        assert_eq!(letters(2, 1), "AB");
-        assert_eq!(letters(2, 2), "ABAB");
-        assert_eq!(letters(2, 4), "ABABBABA");
-        assert_eq!(letters(2, 8), "ABABBABAABABBABA");
-        assert_eq!(letters(3, 4), "ABCABCCBACBA");
-        assert_eq!(letters(1, 3), "AAA");
-        assert_eq!(interleave(2, 0).count(), 0);
-        let rounds: Vec<u32> = interleave(2, 2).map(|s| s.round).collect();
-        assert_eq!(rounds, vec![1, 1, 2, 2]);
-        // The same arm twice in a row at every other round boundary, not at every one (ABBA).
-        let s = letters(2, 10);
-        let boundaries: Vec<bool> = (1..10)
-            .map(|r| s.as_bytes()[2 * r - 1] == s.as_bytes()[2 * r])
-            .collect();
-        assert_eq!(boundaries.iter().filter(|b| **b).count(), 4, "{s}");
+    fn every_round_runs_every_arm_once() {
+        for arms in 1..5 {
+            for order in orders(arms, 50, 1) {
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..arms).collect::<Vec<_>>());
+            }
+        }
+        assert_eq!(interleave(2, 0, StdRng::seed_from_u64(1)).count(), 0);
     }
 
     #[test]
-    fn every_arm_runs_once_per_round_and_sits_at_the_same_mean_position() {
-        for arms in 1..5 {
-            let slots: Vec<Slot> = interleave(arms, 4).collect();
-            for arm in 0..arms {
-                let positions: Vec<usize> = slots
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.arm == arm)
-                    .map(|(i, _)| i % arms)
-                    .collect();
-                assert_eq!(positions.len(), 4);
-                // Over an even number of rounds every arm's mean position in a round is the middle.
-                assert_eq!(positions.iter().sum::<usize>() * 2, 4 * (arms - 1));
-            }
+    fn which_arm_runs_first_is_a_fair_coin_independent_from_round_to_round() {
+        // 4000 rounds of two arms: stock first in about half, and the same order as the
+        // previous round in about half (a fixed pattern would give 1/2 and 0 or 1). The bounds
+        // are 5 binomial standard deviations (0.79% each).
+        let o = orders(2, 4000, 7);
+        let first = o.iter().filter(|r| r[0] == 0).count() as f64 / 4000.0;
+        let repeats = o.windows(2).filter(|w| w[0] == w[1]).count() as f64 / 3999.0;
+        assert!((first - 0.5).abs() < 0.04, "stock first in {first}");
+        assert!(
+            (repeats - 0.5).abs() < 0.04,
+            "same order again in {repeats}"
+        );
+        // Three arms: each of the 6 orders in about a sixth of 6000 rounds.
+        let o = orders(3, 6000, 8);
+        for perm in [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ] {
+            let share = o.iter().filter(|r| r[..] == perm).count() as f64 / 6000.0;
+            assert!((share - 1.0 / 6.0).abs() < 0.025, "{perm:?} in {share}");
         }
+        // Another generator state, another schedule.
+        assert_ne!(orders(2, 64, 1), orders(2, 64, 2));
     }
 
     #[test]
     fn the_largest_round_count_costs_nothing_up_front() {
         // Building every slot of u32::MAX rounds first would need 2^33 slots of memory.
-        let first: Vec<Slot> = interleave(2, u32::MAX).take(8).collect();
-        let letters: String = first.iter().map(|s| (b'A' + s.arm as u8) as char).collect();
-        assert_eq!(letters, "ABABBABA");
+        let first: Vec<Slot> = interleave(2, u32::MAX, StdRng::seed_from_u64(3))
+            .take(8)
+            .collect();
+        assert_eq!(first.len(), 8);
         assert_eq!(first[7].round, 4);
     }
 }

@@ -33,22 +33,23 @@ profile file or explicit values, plus llama.cpp variables for that arm only, e.g
 `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
 Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an
 unlabelled `--profile host` is read as native). Each arm runs llama-bench as a fresh process
-(`-o json`, added by capshim), once per round (default: 10 rounds of -r 3); pairs of rounds
-alternate the arm order (stock, unlocked, stock, unlocked, then unlocked, stock, unlocked, stock,
-...) so drift and the position in a round hit every arm alike. The shim is injected
+(`-o json`, added by capshim), once per round (default: 12 rounds of -r 3), in an order drawn at
+random for each round, so that drift, a periodic disturbance or a burst of slow processes meets
+every arm alike and no pattern of the machine can fall in step with the arms. The shim is injected
 (DYLD_INSERT_LIBRARIES on macOS, LD_PRELOAD on Linux) only into arms with a profile; an arm whose
 shim did not hook a device is an error unless --allow-inactive.
 
 Statistics: figures are medians of samples_ts (tokens/s); speedup = arm median / stock median.
 Samples of one llama-bench process share its conditions, so the unit of the interval is the round:
 each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
-interval is Student's t over rounds (an AB/BA crossover: rounds - 2 degrees of freedom). It needs
-at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says how
-many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired estimate,
-its interval, the verdict): faster or slower only when the whole interval lies beyond the ±{band}% noise band, `no measurable difference` when it lies
-within it, `inconclusive` otherwise. Each arm's line gives the half-width (±%) and, when wider than
-±{band}%, about how many rounds would bring it within. More rounds narrow the interval; more -r barely
-does. docs/bench.md derives the method and gives A/A figures.
+interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs, whose level holds
+exactly because each round's order was a fair coin, whatever the machine's noise looks like. It
+needs at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report
+says how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired
+estimate, its interval, the verdict): faster or slower only when the whole interval lies beyond the
+±{band}% noise band, `no measurable difference` when it lies within it, `inconclusive` otherwise.
+Each arm's line gives the half-width (±%) and, when wider than ±{band}%, about how many rounds would
+bring it within. More rounds narrow the interval; more -r barely does. docs/bench.md derives the method and gives A/A figures.
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their size and modification time noted;
@@ -160,9 +161,9 @@ pub struct BenchArgs {
     )]
     pub n_gen: String,
 
-    /// Rounds: each arm runs once per round; pairs of rounds alternate the order. The speedup's interval
-    /// needs at least 4; each round is one paired observation of it.
-    #[arg(long = "rounds", default_value_t = 10, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Rounds: each arm runs once per round, in an order drawn at random for that round. The speedup's
+    /// interval needs at least 6; each round is one paired observation of it.
+    #[arg(long = "rounds", default_value_t = 12, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
 
     /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC, with -2, -3... appended when taken].

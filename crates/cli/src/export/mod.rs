@@ -149,7 +149,7 @@ mod tests {
             center: 1.0003,
             half_width: 0.15,
             rounds: 10,
-            df: 8,
+            coverage: 0.951,
             sd_log: 0.2,
             rounds_for_noise_band: Some(800),
         };

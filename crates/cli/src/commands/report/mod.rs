@@ -41,6 +41,8 @@ Each file is one llama-bench process (a round): file i of an arm is paired with 
 stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
 (faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
 pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
+Files capshim did not run in random order hold the interval's level only if each round's ratio
+scatters symmetrically and independently around the true one (docs/bench.md, The method).
 {AFTER_HELP}",
         level = interval::percent_text(interval::CONFIDENCE_LEVEL),
         band = interval::percent_text(interval::NOISE),
