@@ -902,7 +902,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let summary = read(&out.join("summary.json"));
     std::fs::write(
         out.join("summary.json"),
-        summary.replace("\"schema_version\": 4,", "\"schema_version\": 2,"),
+        summary.replace("\"schema_version\": 5,", "\"schema_version\": 2,"),
     )
     .unwrap();
     // Its own report, whatever this version would render.
@@ -922,7 +922,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
             "is a bench bundle of schema_version 2 (written by capshim",
         ))
         .stderr(predicate::str::contains(
-            "this capshim derives bench bundles of schema_version 4",
+            "this capshim derives bench bundles of schema_version 5",
         ))
         .stderr(predicate::str::contains(
             "its derived files were NOT derived again",
@@ -953,7 +953,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let env = read(&current.join("environment.json"));
     std::fs::write(
         current.join("environment.json"),
-        env.replace("\"schema_version\": 4", "\"schema_version\": 5"),
+        env.replace("\"schema_version\": 5", "\"schema_version\": 6"),
     )
     .unwrap();
     common::reseal(&current);
@@ -963,7 +963,7 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
         .assert()
         .success()
         .stdout(read(&current.join("report.md")))
-        .stderr(predicate::str::contains("bench bundle of schema_version 5"));
+        .stderr(predicate::str::contains("bench bundle of schema_version 6"));
 }
 
 /// Spawns `capshim bench` with the fake llama-bench (no shim: an A/A bench) and `args`,

@@ -218,8 +218,17 @@ fn paired_files_give_an_interval_and_a_verdict() {
         ]
     );
     assert!(md.contains("| ±0.0% | within ±2%"), "{md}");
-    // Half of ln(1.08 / 0.93) is ±7.8%; 6 × (ln 1.0776 / ln 1.02)² ≈ 85.6 rounds.
-    assert!(md.contains("| ±7.8% | ~86 rounds for ±2%"), "{md}");
+    // Half of ln(1.08 / 0.93) is ±7.8%; the rounds' log ratios spread by 0.0566, so
+    // (1.96 × 0.0566 × √(π/3) / ln 1.02)² ≈ 32.1 rounds.
+    assert!(md.contains("| ±7.8% | ~33 rounds for ±2%"), "{md}");
+    // Files given with --arm did not run in bench's random order: the report says what the
+    // interval then assumes, once per arm.
+    assert_eq!(
+        md.matches("did not run side by side in one capshim bench's random order")
+            .count(),
+        2,
+        "{md}"
+    );
     let mut json_args = args.clone();
     json_args.push("--json".into());
     let v: serde_json::Value = serde_json::from_str(&report(&json_args)).unwrap();

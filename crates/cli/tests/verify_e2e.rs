@@ -84,7 +84,14 @@ fn an_aa_check_is_equivalent() {
     assert!(again["kld_mean"].as_f64().unwrap().abs() < 1e-5, "{again}");
     assert_eq!(again["top1_agreement"], 1.0);
     assert!(again["ppl_delta"].as_f64().unwrap().abs() < 1e-5);
-    assert!(again["greedy_first_divergence"].is_null());
+    // Seen to fail twice in many full-workspace runs on a loaded 2-core machine: show both
+    // texts so that the next failure says how they differ.
+    assert!(
+        again["greedy_first_divergence"].is_null(),
+        "{again}\nstock: {:?}\nagain: {:?}",
+        std::fs::read_to_string(out.join("raw/stock-greedy.stdout")),
+        std::fs::read_to_string(out.join("raw/again-greedy.stdout"))
+    );
     assert_eq!(again["greedy"], "identical");
     // A CPU build: no Metal device, so no kernel was tested, and the report says so.
     assert!(again["kernel_tests"].is_null());

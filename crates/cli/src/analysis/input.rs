@@ -50,4 +50,10 @@ pub struct ArmInput {
     pub metal: Vec<(u32, MetalReport)>,
     /// What the shim reported, when the run was launched by `capshim bench`.
     pub activation: Option<Activation>,
+    /// Whether its rounds ran in `capshim bench`'s random order (an arm of a bench bundle):
+    /// then its interval against its own bundle's stock arm holds by the randomization;
+    /// otherwise (files given with `report --arm`) only under the assumption that each round's
+    /// ratio scatters symmetrically and independently around the true one, and a warning
+    /// says so.
+    pub randomized: bool,
 }

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use super::ranks::{critical_value, walsh_count, walsh_nth};
+use super::ranks::{critical_value, normal_quantile, walsh_count, walsh_nth};
 
 /// The confidence level of every interval capshim computes and prints: it sets the
 /// signed-rank critical count, the `95%` in every text and the `level` field of [`Interval`].
@@ -151,11 +151,10 @@ pub struct Paired {
     /// discrete, and the interval takes the nearest level not below the nominal one).
     pub coverage: f64,
     /// Standard deviation of one round's log ratio around their mean (natural log units;
-    /// 0.05 ≈ 5% from round to round); descriptive, the interval does not use it.
+    /// 0.05 ≈ 5% from round to round); the interval does not use it, the rounds estimate does.
     pub sd_log: f64,
-    /// Rounds that would bring the half-width within ±[`NOISE`], estimated from this one
-    /// (intervals narrow as one over the square root of the rounds); `null` when more than
-    /// [`MAX_ROUNDS_ESTIMATE`].
+    /// Rounds that would bring the half-width within ±[`NOISE`], estimated from `sd_log`
+    /// ([`rounds_for_half_width`]); `null` when more than [`MAX_ROUNDS_ESTIMATE`].
     pub rounds_for_noise_band: Option<usize>,
 }
 
@@ -170,7 +169,7 @@ pub enum NoInterval {
         /// Rounds both arms have.
         paired: usize,
     },
-    /// A median is not a positive finite number.
+    /// A median, or a round's ratio, is not a positive finite number.
     BadValue,
 }
 
@@ -184,7 +183,8 @@ impl NoInterval {
                 if *paired == 1 { "" } else { "s" }
             ),
             NoInterval::BadValue => {
-                "no interval: a round's median is zero or not a number".to_string()
+                "no interval: a round's median, or its ratio to stock's, is zero or not a finite number"
+                    .to_string()
             }
         }
     }
@@ -194,8 +194,8 @@ impl NoInterval {
 /// (see the module documentation), at [`CONFIDENCE_LEVEL`] or the nearest level above it.
 ///
 /// # Errors
-/// [`NoInterval`] with fewer than [`MIN_ROUNDS`] pairs or a median that is not positive and
-/// finite.
+/// [`NoInterval`] with fewer than [`MIN_ROUNDS`] pairs, or a median or ratio that is not
+/// positive and finite.
 pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
     let ok = |v: f64| v.is_finite() && v > 0.0;
     if pairs.iter().any(|p| !ok(p.arm) || !ok(p.reference)) {
@@ -206,6 +206,10 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         return Err(NoInterval::TooFewRounds { paired: n });
     };
     let mut d: Vec<f64> = pairs.iter().map(|p| (p.arm / p.reference).ln()).collect();
+    // Positive finite medians can still have a ratio that overflows (1e300 / 1e-300).
+    if d.iter().any(|x| !x.is_finite()) {
+        return Err(NoInterval::BadValue);
+    }
     d.sort_by(f64::total_cmp);
     let walsh = walsh_count(n);
     let (low, high) = (walsh_nth(&d, k), walsh_nth(&d, walsh - 1 - k));
@@ -228,16 +232,21 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         rounds: n,
         coverage,
         sd_log,
-        rounds_for_noise_band: rounds_for_half_width(n, reach, NOISE),
+        rounds_for_noise_band: rounds_for_half_width(sd_log, NOISE),
     })
 }
 
-/// The rounds whose interval would have a half-width within `target` (a fraction), estimated
-/// from one of `rounds` rounds whose half-width is `reach` (natural log units): intervals
-/// narrow as `1 / √rounds`, so `rounds × (reach / ln(1 + target))²`, at least
-/// [`MIN_ROUNDS`]. `None` above [`MAX_ROUNDS_ESTIMATE`].
-pub fn rounds_for_half_width(rounds: usize, reach: f64, target: f64) -> Option<usize> {
-    let needed = (rounds as f64 * (reach / (1.0 + target).ln()).powi(2)).ceil();
+/// The rounds whose interval would have a half-width within `target` (a fraction) when one
+/// round's log ratio varies with standard deviation `sd_log`: the signed-rank interval's
+/// half-width is about `z · sd_log · √(π / 3) / √n` (its large-sample form: the Wilcoxon
+/// interval is `√(π/3)` times as wide as a normal-theory one on normal data), so
+/// `n = (z · sd_log · √(π/3) / ln(1 + target))²`, at least [`MIN_ROUNDS`]. From the rounds'
+/// observed spread rather than from the interval's own width, which at a few rounds is
+/// the range of the ratios and does not narrow as `1/√n`. `None` above [`MAX_ROUNDS_ESTIMATE`].
+pub fn rounds_for_half_width(sd_log: f64, target: f64) -> Option<usize> {
+    let z = normal_quantile(CONFIDENCE_LEVEL);
+    let per_round = z * sd_log * (std::f64::consts::PI / 3.0).sqrt();
+    let needed = (per_round / (1.0 + target).ln()).powi(2).ceil();
     if !needed.is_finite() || needed > MAX_ROUNDS_ESTIMATE as f64 {
         return None;
     }
@@ -328,6 +337,10 @@ mod tests {
         let mut bad = pairs(&[1.0; 6]);
         bad[2].reference = 0.0;
         assert_eq!(paired_ratio(&bad), Err(NoInterval::BadValue));
+        // Each median finite and positive, their ratio not.
+        let mut bad = pairs(&[1.0; 6]);
+        (bad[0].arm, bad[0].reference) = (1e300, 1e-300);
+        assert_eq!(paired_ratio(&bad), Err(NoInterval::BadValue));
         // Identical rounds: a point.
         let p = paired_ratio(&pairs(&[1.25; 8])).unwrap();
         assert_eq!(
@@ -360,20 +373,32 @@ mod tests {
     }
 
     #[test]
-    fn rounds_needed_scale_with_the_square_root() {
-        let band = (1.0 + NOISE).ln();
-        // Twice the band's half-width at 10 rounds: four times the rounds.
-        assert_eq!(rounds_for_half_width(10, 2.0 * band, NOISE), Some(40));
-        assert_eq!(rounds_for_half_width(10, band, NOISE), Some(10));
-        // Never fewer than the interval needs.
-        assert_eq!(rounds_for_half_width(10, 0.0, NOISE), Some(MIN_ROUNDS));
-        assert_eq!(rounds_for_half_width(10, 1.0, NOISE), None);
-        // From a real interval: the estimate's half-width lands near the band.
-        let ratios: Vec<f64> = (0..40)
-            .map(|i| 1.0 + 0.3 * ((i * 7 % 11) as f64 / 10.0 - 0.5))
+    fn rounds_needed_follow_the_large_sample_width() {
+        // 5% per round: (1.96 × 0.05 × √(π/3) / ln 1.02)² = 25.6, so 26 rounds.
+        assert_eq!(rounds_for_half_width(0.05, NOISE), Some(26));
+        // Twice the spread, four times the rounds (within rounding up).
+        assert_eq!(rounds_for_half_width(0.10, NOISE), Some(103));
+        // Never fewer than the interval needs; beyond the estimate's range, none.
+        assert_eq!(rounds_for_half_width(0.0, NOISE), Some(MIN_ROUNDS));
+        assert_eq!(rounds_for_half_width(10.0, NOISE), None);
+        // Checked against the interval itself: rounds of exactly normal-scored spread (the
+        // expected order statistics' shape) at the estimate reach the band, within a few
+        // percent, where the estimate has about 26 rounds.
+        let n = rounds_for_half_width(0.05, NOISE).unwrap();
+        let scores: Vec<f64> = (1..=n)
+            .map(|i| {
+                let p = (i as f64 - 0.375) / (n as f64 + 0.25);
+                let z = normal_quantile((2.0 * p - 1.0).abs());
+                if p < 0.5 { -z } else { z }
+            })
             .collect();
-        let p10 = paired_ratio(&pairs(&ratios[..10])).unwrap();
-        let n = p10.rounds_for_noise_band.unwrap();
-        assert!(n > 10, "{p10:?}");
+        let mean = scores.iter().sum::<f64>() / n as f64;
+        let sd = (scores.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+        let ratios: Vec<f64> = scores.iter().map(|z| (0.05 * z / sd).exp()).collect();
+        let p = paired_ratio(&pairs(&ratios)).unwrap();
+        assert!((p.sd_log - 0.05).abs() < 1e-12);
+        let band = (1.0 + NOISE).ln();
+        let reach = (1.0 + p.half_width).ln();
+        assert!((reach / band - 1.0).abs() < 0.1, "{reach} vs {band}");
     }
 }

@@ -121,9 +121,9 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
             confidence_level: interval::CONFIDENCE_LEVEL,
             noise_band: interval::NOISE,
             min_rounds: interval::MIN_ROUNDS,
-            interval: "paired rounds, each in a random arm order: per round, ln(arm median / stock \
-                       median); the Wilcoxon signed-rank (Hodges-Lehmann) interval of those, exact \
-                       under the randomized order",
+            interval: "paired rounds: per round, ln(arm median / stock median); the Wilcoxon \
+                       signed-rank (Hodges-Lehmann) interval of those, exact when the rounds ran in \
+                       capshim bench's random arm order (else a warning names the arm)",
         },
         rows,
         arm_order: order.iter().map(|a| a.name.clone()).collect(),

@@ -83,6 +83,7 @@ pub fn rows(
     }
 
     let mut rows = Vec::new();
+    let mut unrandomized: Vec<String> = Vec::new();
     for key in keys {
         let mut cells = Vec::new();
         for arm in order {
@@ -92,9 +93,8 @@ pub fn rows(
             };
             let median = stats::median(&m.samples).expect("non-empty");
             let (min, max) = stats::range(&m.samples).expect("non-empty");
-            let stock = reference(arms, arm, Role::Stock)
-                .filter(|s| s.name != arm.name)
-                .and_then(|s| merged(s, key));
+            let stock_arm = reference(arms, arm, Role::Stock).filter(|s| s.name != arm.name);
+            let stock = stock_arm.and_then(|s| merged(s, key));
             let host = reference(arms, arm, Role::Host)
                 .filter(|h| h.name != arm.name)
                 .and_then(|h| merged(h, key));
@@ -129,6 +129,13 @@ pub fn rows(
             let comparison = stock
                 .as_ref()
                 .map(|s| interval::paired_ratio(&pairs(&m, s)));
+            if let (Some(Ok(_)), Some(s)) = (&comparison, stock_arm) {
+                let by_design = arm.randomized && s.randomized && arm.group == s.group;
+                if !by_design && !unrandomized.contains(&arm.name) {
+                    unrandomized.push(arm.name.clone());
+                    warnings.push(warnings::not_randomized(&arm.name, &s.name));
+                }
+            }
             let host_median = host.as_ref().and_then(|h| stats::median(&h.samples));
             cells.push((
                 arm.name.clone(),

@@ -108,14 +108,16 @@ pub struct Method {
     pub interval: &'static str,
 }
 
-/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 4 since
-/// each round's arm order is random and the interval is the signed-rank one (schema 3 bundles
-/// ran a fixed order with a t interval); 3 since the manifest of raw files is in `environment.json` and every derived file is derived from
+/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 5 since
+/// the rounds needed for the noise band come from the rounds' spread and intervals on rounds
+/// not run in bench's order are flagged; 4 since each round's arm order is random and the
+/// interval is the signed-rank one (schema 3 bundles ran a fixed order with a t interval); 3
+/// since the manifest of raw files is in `environment.json` and every derived file is derived from
 /// the primary files alone (docs/bundles.md); 2 when speedup intervals became per round
 /// (paired rounds, Student's t, in a fixed order); bundles without one were written with a bootstrap interval.
 /// Bump it whenever any derived file would come out different from the same raw files, so
 /// that `capshim report` shows older bundles as written instead of calling them changed.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Everything `report` prints and `bench` stores in `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

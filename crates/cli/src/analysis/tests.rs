@@ -157,6 +157,7 @@ pub(crate) fn arm(name: &str, role: Role, runs: Vec<Vec<BenchRow>>) -> ArmInput 
             .collect(),
         metal: Vec::new(),
         activation: None,
+        randomized: true,
     }
 }
 
@@ -360,4 +361,50 @@ fn paired_rounds_give_an_interval_a_verdict_and_a_precision() {
     assert_eq!(u["speedup_precision"]["rounds"], 6);
     assert_eq!(json["schema_version"], SCHEMA_VERSION);
     assert_eq!(json["statistics"]["confidence_level"], 0.95);
+}
+
+#[test]
+fn intervals_on_rounds_not_run_in_bench_order_are_flagged_once_per_arm() {
+    let rounds = |scale: f64| -> Vec<Vec<BenchRow>> {
+        [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+            .iter()
+            .map(|w| {
+                vec![
+                    row("m", 512, 0, &[100.0 * scale * w]),
+                    row("m", 0, 128, &[10.0 * scale * w]),
+                ]
+            })
+            .collect()
+    };
+    let flagged = |arms: &[ArmInput]| -> Vec<String> {
+        analyze(arms)
+            .unwrap()
+            .warnings
+            .into_iter()
+            .filter(|w| w.contains("did not run side by side"))
+            .collect()
+    };
+    // One bench bundle: by design, no warning.
+    let bench = [
+        arm("stock", Role::Stock, rounds(1.0)),
+        arm("unlocked", Role::Other, rounds(7.0)),
+    ];
+    assert!(flagged(&bench).is_empty());
+    // Files given with --arm: one warning for the arm, not one per test.
+    let mut files = bench.clone();
+    for a in &mut files {
+        a.randomized = false;
+    }
+    let w = flagged(&files);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("arm unlocked:") && w[0].contains("of stock"),
+        "{w:?}"
+    );
+    // Two bundles with one stock for all: each bundle's rounds ran apart from the other's.
+    let mut two = bench.clone();
+    two[0].group = Some("a".into());
+    two[0].reference_for_all = true;
+    two[1].group = Some("b".into());
+    assert_eq!(flagged(&two).len(), 1);
 }

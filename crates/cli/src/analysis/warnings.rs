@@ -17,6 +17,17 @@ pub fn settings_differ(
     )
 }
 
+/// An arm's interval against `stock` rests on rounds that did not run side by side in one
+/// `capshim bench`'s random order.
+pub fn not_randomized(arm: &str, stock: &str) -> String {
+    format!(
+        "arm {arm}: its rounds and those of {stock} did not run side by side in one capshim bench's \
+         random order (files given with --arm, or another bundle's stock arm), so its intervals hold \
+         only if each round's ratio scatters symmetrically and independently around the true one; \
+         for an interval that holds by design, bench the arms together with capshim bench"
+    )
+}
+
 /// Two arms measured different models.
 pub fn different_models(arm: &str, model: &ModelId, first_arm: &str, first: &ModelId) -> String {
     format!(

@@ -135,6 +135,7 @@ pub fn load_arms(
             runs,
             metal,
             activation: Activation::combine(&activations),
+            randomized: true,
         });
     }
     Ok(arms)

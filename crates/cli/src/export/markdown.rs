@@ -140,7 +140,7 @@ pub fn render(summary: &Summary) -> String {
     out.push_str(&format!(
         "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
          ratio of medians (speedup), and the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
-         the same round; the signed-rank interval over rounds, exact by their random order), its half-width, and the rounds that would bring it within \
+         the same round; the signed-rank interval over rounds, exact when they ran in capshim bench's random order), its half-width, and the rounds that would bring it within \
          ±{band}%.\n\n"
     ));
     let headers: Vec<String> = [

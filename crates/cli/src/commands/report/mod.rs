@@ -255,6 +255,7 @@ fn arm_inputs(
             runs,
             metal: Vec::new(),
             activation: None,
+            randomized: false,
         });
     }
     if arms.is_empty() {
