@@ -42,10 +42,11 @@ shim did not hook a device is an error unless --allow-inactive.
 Statistics: figures are medians of samples_ts (tokens/s); speedup = arm median / stock median.
 Samples of one llama-bench process share its conditions, so the unit of the interval is the round:
 each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
-interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs, whose level holds
-exactly because each round's order was a fair coin, whatever the machine's noise looks like. It
-needs at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report
-says how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired
+interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs, whose level (at least
+{level}%, reported exactly) holds because each round's order was drawn at random, whatever the
+machine's noise looks like. It needs
+at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says
+how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired
 estimate, its interval, the verdict): faster or slower only when the whole interval lies beyond the
 ±{band}% noise band, `no measurable difference` when it lies within it, `inconclusive` otherwise.
 Each arm's line gives the half-width (±%) and, when wider than ±{band}%, about how many rounds would
