@@ -886,10 +886,11 @@ fn llama_dir_finds_llama_bench_and_names_a_missing_one() {
 }
 
 /// A bundle of another layout (here one written before environment.json had a
-/// `schema_version`: its summary.json says 2) is not re-derived and not called tampered: its
-/// checksums are checked, a note says what was not, and its own files are shown as written.
+/// `schema_version`: its summary.json says 2) is not derived again, so it is refused (exit 3)
+/// unless asked for with --as-written: then its checksums are checked, and its own files are
+/// shown as written after an UNVERIFIED line, exit 4.
 #[test]
-fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
+fn a_bundle_of_another_schema_is_refused_or_shown_as_written_unverified() {
     let s = setup();
     let out = s.tmp.path().join("old");
     s.bench(&out).env("FAKE_HOOK", "1").assert().success();
@@ -906,34 +907,36 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     )
     .unwrap();
     // Its own report, whatever this version would render.
-    std::fs::write(
-        out.join("report.md"),
-        "| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n",
-    )
-    .unwrap();
+    let own = "| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n";
+    std::fs::write(out.join("report.md"), own).unwrap();
     common::reseal(&out);
     capshim()
         .arg("report")
         .arg(&out)
         .assert()
-        .success()
-        .stdout("| pp64 | apple9-64k | ... | 10.00× | 10.00–10.00 |\n")
+        .code(3)
+        .stdout("")
         .stderr(predicate::str::contains(
-            "is a bench bundle of schema_version 2 (written by capshim",
+            "summary.json: schema_version 2: bench layouts 2 and 3",
         ))
+        .stderr(predicate::str::contains("written, it says, by capshim"))
         .stderr(predicate::str::contains(
-            "this capshim derives bench bundles of schema_version 5",
-        ))
-        .stderr(predicate::str::contains(
-            "its derived files were NOT derived again",
-        ))
-        .stderr(predicate::str::contains("its own report.md, as written"));
-    let json = capshim()
-        .arg("report")
+            "it derives bench bundles of schema_version 5",
+        ));
+    let shown = capshim()
+        .args(["report", "--as-written"])
         .arg(&out)
-        .arg("--json")
         .assert()
-        .success();
+        .code(4)
+        .stderr(predicate::str::contains("NOT derived again"));
+    let stdout = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+    assert!(stdout.starts_with("UNVERIFIED: "), "{stdout}");
+    assert!(stdout.ends_with(&format!("\n{own}")), "{stdout}");
+    let json = capshim()
+        .args(["report", "--as-written", "--json"])
+        .arg(&out)
+        .assert()
+        .code(4);
     assert!(String::from_utf8_lossy(&json.get_output().stdout).contains("\"schema_version\": 2"));
     // Its checksums still count.
     std::fs::write(out.join("results.csv"), "edited\n").unwrap();
@@ -943,27 +946,12 @@ fn a_bundle_of_another_schema_is_shown_as_written_never_called_tampered() {
     let current = s.tmp.path().join("current");
     s.bench(&current).env("FAKE_HOOK", "1").assert().success();
     capshim()
-        .arg("report")
+        .args(["report", "--as-written"])
         .arg(&current)
         .arg(&out)
         .assert()
         .code(2)
         .stderr(predicate::str::contains("it is reported on its own"));
-    // A newer layout is shown the same way.
-    let env = read(&current.join("environment.json"));
-    std::fs::write(
-        current.join("environment.json"),
-        env.replace("\"schema_version\": 5", "\"schema_version\": 6"),
-    )
-    .unwrap();
-    common::reseal(&current);
-    capshim()
-        .arg("report")
-        .arg(&current)
-        .assert()
-        .success()
-        .stdout(read(&current.join("report.md")))
-        .stderr(predicate::str::contains("bench bundle of schema_version 6"));
 }
 
 /// Spawns `capshim bench` with the fake llama-bench (no shim: an A/A bench) and `args`,

@@ -579,3 +579,147 @@ fn a_closed_stdout_ends_quietly() {
         assert_eq!(String::from_utf8_lossy(&done.stderr), "", "{args:?}");
     }
 }
+
+/// Writes `text` over `dir/file`.
+fn overwrite(dir: &Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+}
+
+/// A bundle relabelled (its `kind` or `schema_version` edited in environment.json or
+/// summary.json), with a forged report and SHA256SUMS written again, is refused by `report`
+/// (exit 3, naming the file and the field) and by `sign`; `--as-written` shows it with an
+/// UNVERIFIED first line on stdout and on stderr, and exits 4.
+#[test]
+fn a_relabelled_bundle_is_refused_by_report_and_sign() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, _) = key(tmp.path());
+    let forged = "| pp64 | again | 7.20× [7.13 7.26] faster |\n";
+    let base = bundle(tmp.path(), "base", &[]);
+    let env = read(&base.join("environment.json"));
+    let summary = read(&base.join("summary.json"));
+    assert!(env.contains("\"schema_version\": 5,"), "{env}");
+    let mut env_without: serde_json::Value = serde_json::from_str(&env).unwrap();
+    for k in ["schema_version", "kind"] {
+        env_without.as_object_mut().unwrap().remove(k);
+    }
+    let env_without = serde_json::to_string_pretty(&env_without).unwrap();
+    // (name, environment.json, summary.json, the file and field the refusal names)
+    let cases: Vec<(&str, String, String, &str)> = vec![
+        (
+            "env4",
+            env.replace("\"schema_version\": 5,", "\"schema_version\": 4,"),
+            summary.clone(),
+            "environment.json: schema_version 4: bench layout 4",
+        ),
+        (
+            "env6",
+            env.replace("\"schema_version\": 5,", "\"schema_version\": 6,"),
+            summary.clone(),
+            "environment.json: schema_version 6: this capshim never wrote",
+        ),
+        (
+            "env99",
+            env.replace("\"schema_version\": 5,", "\"schema_version\": 99,"),
+            summary.clone(),
+            "environment.json: schema_version 99",
+        ),
+        (
+            "kind",
+            env.replace("\"kind\": \"bench\"", "\"kind\": \"benchmark\""),
+            summary.clone(),
+            "environment.json: kind benchmark: this capshim knows only bench and verify",
+        ),
+        (
+            "summary4",
+            env_without.clone(),
+            summary.replace("\"schema_version\": 5,", "\"schema_version\": 4,"),
+            "summary.json: schema_version 4",
+        ),
+        (
+            "summary99",
+            env_without,
+            summary.replace("\"schema_version\": 5,", "\"schema_version\": 99,"),
+            "summary.json: schema_version 99",
+        ),
+    ];
+    for (name, env, summary, says) in cases {
+        let out = tmp.path().join(name);
+        let copied = Command::new("cp").arg("-a").arg(&base).arg(&out).status();
+        assert!(copied.unwrap().success());
+        overwrite(&out, "environment.json", &env);
+        overwrite(&out, "summary.json", &summary);
+        overwrite(&out, "report.md", forged);
+        reseal(&out);
+        let refused = capshim().arg("report").arg(&out).assert().code(3);
+        let err = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+        assert!(refused.get_output().stdout.is_empty(), "{name}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(err.contains("--as-written"), "{name}: {err}");
+        assert!(!err.contains("7.20"), "{name}: {err}");
+        sign(&out, &key)
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(says))
+            .stderr(predicate::str::contains("it was not signed"));
+        assert!(!out.join("SHA256SUMS.sig").exists(), "{name}");
+        let shown = capshim()
+            .arg("report")
+            .arg("--as-written")
+            .arg(&out)
+            .assert()
+            .code(4)
+            .stderr(predicate::str::contains("UNVERIFIED"));
+        let stdout = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+        let (first, rest) = stdout.split_once('\n').unwrap();
+        assert!(first.starts_with("UNVERIFIED: "), "{name}: {first}");
+        assert!(first.contains("NOT derived again"), "{name}: {first}");
+        assert!(first.contains(says), "{name}: {first}");
+        assert_eq!(rest, forged, "{name}");
+        // --json shows its summary.json, marked the same way.
+        let json = capshim()
+            .args(["report", "--as-written", "--json"])
+            .arg(&out)
+            .assert()
+            .code(4);
+        let stdout = String::from_utf8_lossy(&json.get_output().stdout).into_owned();
+        assert!(stdout.starts_with("UNVERIFIED: "), "{name}: {stdout}");
+        assert!(stdout.ends_with(&summary), "{name}");
+        // Its checksums still count with --as-written.
+        overwrite(&out, "results.csv", "edited\n");
+        capshim()
+            .args(["report", "--as-written"])
+            .arg(&out)
+            .assert()
+            .code(3)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "results.csv does not match its checksum",
+            ));
+    }
+    // The forgery without a relabel: derived again, refused; --as-written changes nothing.
+    let out = tmp.path().join("forged");
+    let copied = Command::new("cp").arg("-a").arg(&base).arg(&out).status();
+    assert!(copied.unwrap().success());
+    overwrite(&out, "report.md", forged);
+    reseal(&out);
+    for extra in [&[][..], &["--as-written"][..]] {
+        capshim()
+            .arg("report")
+            .args(extra)
+            .arg(&out)
+            .assert()
+            .code(3)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "report.md does not match the raw data",
+            ));
+    }
+    sign(&out, &key).assert().code(3);
+    // A bundle this capshim derives: --as-written changes nothing either.
+    capshim()
+        .args(["report", "--as-written"])
+        .arg(&base)
+        .assert()
+        .success()
+        .stdout(read(&base.join("report.md")));
+}

@@ -691,3 +691,94 @@ fn usage_errors_exit_2_before_anything_runs() {
         .stdout(predicate::str::contains("Exit codes:\n"))
         .stdout(predicate::str::contains("capshim verify"));
 }
+
+/// A verify bundle whose result was forged to `equivalent` and relabelled (its `kind` or
+/// `schema_version` edited), SHA256SUMS written again, is refused by `report` (exit 3) and by
+/// `sign`; `--as-written` shows it marked UNVERIFIED on stdout's first line, exit 4.
+#[test]
+fn a_relabelled_verify_bundle_is_refused_by_report_and_sign() {
+    let s = setup();
+    let key = s.tmp.path().join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (OpenSSH's client)");
+    assert!(made.success());
+    let base = s.tmp.path().join("base");
+    s.verify(&base)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_KLD", "0.5")
+        .assert()
+        .code(5);
+    let env = read(&base.join("environment.json"));
+    let report = read(&base.join("report.md"));
+    let summary = read(&base.join("summary.json"));
+    assert!(report.contains("Result: **different**"), "{report}");
+    let forged_report = report.replace("Result: **different**", "Result: **equivalent**");
+    let forged_summary = summary.replace("\"different\"", "\"equivalent\"");
+    for (name, from, to, says) in [
+        (
+            "v2",
+            "\"schema_version\": 1,",
+            "\"schema_version\": 2,",
+            "environment.json: schema_version 2: this capshim never wrote a verify bundle",
+        ),
+        (
+            "v99",
+            "\"schema_version\": 1,",
+            "\"schema_version\": 99,",
+            "environment.json: schema_version 99",
+        ),
+        (
+            "kind",
+            "\"kind\": \"verify\"",
+            "\"kind\": \"verify2\"",
+            "environment.json: kind verify2",
+        ),
+    ] {
+        let out = s.tmp.path().join(name);
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&base)
+            .arg(&out)
+            .status();
+        assert!(copied.unwrap().success());
+        assert!(env.contains(from), "{env}");
+        std::fs::write(out.join("environment.json"), env.replace(from, to)).unwrap();
+        std::fs::write(out.join("report.md"), &forged_report).unwrap();
+        std::fs::write(out.join("summary.json"), &forged_summary).unwrap();
+        common::reseal(&out);
+        capshim()
+            .arg("report")
+            .arg(&out)
+            .assert()
+            .code(3)
+            .stdout("")
+            .stderr(predicate::str::contains(says));
+        capshim()
+            .arg("sign")
+            .arg(&out)
+            .arg("--key")
+            .arg(&key)
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(says));
+        assert!(!out.join("SHA256SUMS.sig").exists());
+        let shown = capshim()
+            .args(["report", "--as-written"])
+            .arg(&out)
+            .assert()
+            .code(4)
+            .stderr(predicate::str::contains("UNVERIFIED"));
+        let stdout = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+        let (first, rest) = stdout.split_once('\n').unwrap();
+        assert!(first.starts_with("UNVERIFIED: "), "{first}");
+        assert!(first.contains(says), "{first}");
+        assert_eq!(rest, forged_report);
+    }
+    // Forged without a relabel: derived again and refused.
+    std::fs::write(base.join("report.md"), &forged_report).unwrap();
+    common::reseal(&base);
+    assert_report_refuses(&base, "report.md does not match the raw data");
+}

@@ -116,7 +116,8 @@ pub struct Method {
 /// the primary files alone (docs/bundles.md); 2 when speedup intervals became per round
 /// (paired rounds, Student's t, in a fixed order); bundles without one were written with a bootstrap interval.
 /// Bump it whenever any derived file would come out different from the same raw files, so
-/// that `capshim report` shows older bundles as written instead of calling them changed.
+/// that `capshim report` refuses the layouts it does not derive again by name, instead of
+/// calling them changed.
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// Everything `report` prints and `bench` stores in `summary.json`.

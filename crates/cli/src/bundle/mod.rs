@@ -102,6 +102,26 @@ pub enum BundleError {
         /// What is wrong with the file.
         why: String,
     },
+    /// The bundle's layout is one this capshim does not derive again (an unknown kind or
+    /// `schema_version`, or an older layout whose derivation is not kept): its derived files
+    /// cannot be checked, and a relabel would otherwise turn their check off.
+    #[error(
+        "{}: {field} {found}: {why}. Its derived files (report.md, summary.json...) cannot be \
+         derived again from its raw files, so they are not shown: do not trust them; \
+         `capshim report --as-written` shows them marked unverified, and the capshim version \
+         that wrote the bundle checks them",
+        file.display()
+    )]
+    Underivable {
+        /// The file that holds the field (`environment.json` or `summary.json`).
+        file: PathBuf,
+        /// The field: `kind` or `schema_version`.
+        field: &'static str,
+        /// Its value as written.
+        found: String,
+        /// Why this capshim does not derive it.
+        why: String,
+    },
     /// The signature was asked for and does not hold, or cannot be checked.
     #[error(transparent)]
     Signature(#[from] sign::SignError),
@@ -128,7 +148,8 @@ impl BundleError {
             BundleError::Tampered { .. }
             | BundleError::Unfinished { .. }
             | BundleError::Mismatch { .. }
-            | BundleError::BadRaw { .. } => true,
+            | BundleError::BadRaw { .. }
+            | BundleError::Underivable { .. } => true,
             BundleError::Signature(e) => e.untrusted(),
             _ => false,
         }

@@ -1,6 +1,9 @@
 //! What wrote a bundle, and in which layout: the `kind` (`bench` or `verify`) and
-//! `schema_version` of its `environment.json`, so that `capshim report` re-derives only the
-//! layouts it knows and shows any other as written, saying so.
+//! `schema_version` of its `environment.json`. `capshim report` and `capshim sign` accept only
+//! layouts this capshim derives again ([`derivable`]); any other (an older layout whose
+//! derivation is not kept, a newer one, an unknown kind, a field that is not a number) is
+//! refused by [`require_derivable`], naming the file and the field, because a relabelled
+//! bundle would otherwise turn the check of its derived files off.
 //!
 //! Bundles written before `environment.json` carried them are bench bundles: their layout
 //! is the `schema_version` of their `summary.json` (2), or 1 without one.
@@ -8,6 +11,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::BundleError;
 
@@ -18,7 +22,8 @@ pub enum Kind {
     Bench,
     /// `capshim verify`.
     Verify,
-    /// A kind this capshim does not know, as named in `environment.json`.
+    /// A kind this capshim does not know, as named in `environment.json` (JSON text when it is
+    /// not a string).
     Other(String),
 }
 
@@ -38,28 +43,41 @@ impl Kind {
 pub struct Header {
     /// Which run wrote it.
     pub kind: Kind,
-    /// Its layout version.
-    pub schema_version: u32,
+    /// Its layout version; `None` when the field is there but not a whole number.
+    pub schema_version: Option<u32>,
+    /// The layout version as written (JSON text), or `absent`.
+    pub schema_text: String,
+    /// The file the layout version was read from (`environment.json`, or `summary.json` for
+    /// bundles older than environment.json's field).
+    pub schema_file: &'static str,
     /// The capshim version that wrote it, when recorded.
     pub capshim_version: Option<String>,
 }
 
+impl Header {
+    /// The layout version for messages: the number, or the field's text as written.
+    pub fn version_text(&self) -> String {
+        self.schema_version
+            .map_or_else(|| self.schema_text.clone(), |v| v.to_string())
+    }
+}
+
 #[derive(Deserialize)]
 struct Fields {
-    kind: Option<String>,
-    schema_version: Option<u32>,
-    capshim_version: Option<String>,
+    kind: Option<Value>,
+    schema_version: Option<Value>,
+    capshim_version: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct SummaryFields {
-    schema_version: Option<u32>,
+    schema_version: Option<Value>,
 }
 
 /// Reads the header of the bundle `dir` (after its checksums were checked).
 ///
 /// # Errors
-/// [`BundleError::NotABundle`] when `environment.json` is missing or not a bundle record;
+/// [`BundleError::NotABundle`] when `environment.json` is missing or not a JSON object;
 /// [`BundleError::Io`] with the OS error when it cannot be read.
 pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
     let path = dir.join("environment.json");
@@ -76,48 +94,146 @@ pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
     };
     let fields: Fields = serde_json::from_str(&text)
         .map_err(|e| not_a_bundle(format!("environment.json is not a bundle record: {e}")))?;
-    let kind = match fields.kind.as_deref() {
-        None | Some("bench") => Kind::Bench,
-        Some("verify") => Kind::Verify,
+    let kind = match &fields.kind {
+        None => Kind::Bench,
+        Some(Value::String(s)) if s == "bench" => Kind::Bench,
+        Some(Value::String(s)) if s == "verify" => Kind::Verify,
+        Some(Value::String(s)) => Kind::Other(s.clone()),
         Some(other) => Kind::Other(other.to_string()),
     };
-    let schema_version = match fields.schema_version {
-        Some(v) => v,
+    let (schema_file, value) = match fields.schema_version {
+        Some(v) => ("environment.json", Some(v)),
         // Before environment.json carried it: the summary's, or the first layout.
-        None => std::fs::read_to_string(dir.join("summary.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<SummaryFields>(&t).ok())
-            .and_then(|s| s.schema_version)
-            .unwrap_or(1),
+        None => (
+            "summary.json",
+            std::fs::read_to_string(dir.join("summary.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<SummaryFields>(&t).ok())
+                .and_then(|s| s.schema_version),
+        ),
+    };
+    let (schema_version, schema_text) = match &value {
+        Some(v) => (
+            v.as_u64().and_then(|n| u32::try_from(n).ok()),
+            v.to_string(),
+        ),
+        None => (Some(1), "absent".to_string()),
     };
     Ok(Header {
         kind,
         schema_version,
-        capshim_version: fields.capshim_version,
+        schema_text,
+        schema_file: if value.is_some() {
+            schema_file
+        } else {
+            "environment.json"
+        },
+        capshim_version: match fields.capshim_version {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        },
     })
 }
 
-/// The note for a bundle of a layout this capshim does not derive (`known` is the one it
-/// does, `None` for an unknown kind): what was checked, what was not, and what is shown.
-pub fn other_schema_note(dir: &Path, header: &Header, known: Option<u32>, shown: &str) -> String {
+/// The layouts of `kind` this capshim derives again, oldest first (empty for a kind it does
+/// not know). docs/bundles.md says why each other layout it ever wrote is not.
+pub fn derivable(kind: &Kind) -> &'static [u32] {
+    match kind {
+        Kind::Bench => &[crate::analysis::SCHEMA_VERSION],
+        Kind::Verify => &[1],
+        Kind::Other(_) => &[],
+    }
+}
+
+/// Why the layouts an earlier capshim wrote are not derived again, by kind and version.
+fn retired(kind: &Kind, version: u32) -> Option<&'static str> {
+    match (kind, version) {
+        (Kind::Bench, 1) => Some(
+            "bench layout 1 (bootstrap intervals) recorded no list of the raw files each figure \
+             came from, so nothing can be derived from them",
+        ),
+        (Kind::Bench, 2 | 3) => Some(
+            "bench layouts 2 and 3 (Student's t intervals on rounds run in a fixed order) are no \
+             longer computed by this capshim",
+        ),
+        (Kind::Bench, 4) => Some(
+            "bench layout 4 (signed-rank intervals, before the rounds-needed estimate and the \
+             warnings of layout 5) is no longer computed by this capshim",
+        ),
+        _ => None,
+    }
+}
+
+/// Refuses the bundle `dir` unless this capshim derives its layout again: an unknown kind, a
+/// `schema_version` that is not a number or not a layout of that kind this capshim derives.
+///
+/// # Errors
+/// [`BundleError::Underivable`] naming the file and the field (exit code 3).
+pub fn require_derivable(dir: &Path, header: &Header) -> Result<(), BundleError> {
+    let known = derivable(&header.kind);
     let writer = header
         .capshim_version
         .as_deref()
-        .map_or_else(String::new, |v| format!(" (written by capshim {v})"));
-    let this = match known {
-        Some(k) => format!(
-            "this capshim derives {} bundles of schema_version {k}",
-            header.kind.name()
+        .map_or_else(String::new, |v| {
+            format!(" (written, it says, by capshim {v})")
+        });
+    let (file, field, found, why) = match (&header.kind, header.schema_version) {
+        (Kind::Other(name), _) => (
+            "environment.json",
+            "kind",
+            name.clone(),
+            "this capshim knows only bench and verify bundles".to_string(),
         ),
-        None => format!("this capshim does not know {} bundles", header.kind.name()),
+        (_, Some(v)) if known.contains(&v) => return Ok(()),
+        (kind, Some(v)) => (
+            header.schema_file,
+            "schema_version",
+            header.schema_text.clone(),
+            match retired(kind, v) {
+                Some(why) => format!(
+                    "{why}; it derives {} bundles of schema_version {}",
+                    kind.name(),
+                    list(known)
+                ),
+                None => format!(
+                    "this capshim never wrote a {} bundle of that layout; it derives \
+                     schema_version {}",
+                    kind.name(),
+                    list(known)
+                ),
+            },
+        ),
+        (kind, None) => (
+            header.schema_file,
+            "schema_version",
+            header.schema_text.clone(),
+            format!(
+                "not a layout number; this capshim derives {} bundles of schema_version {}",
+                kind.name(),
+                list(known)
+            ),
+        ),
     };
+    Err(BundleError::Underivable {
+        file: dir.join(file),
+        field,
+        found,
+        why: format!("{why}{writer}"),
+    })
+}
+
+fn list(versions: &[u32]) -> String {
+    let texts: Vec<String> = versions.iter().map(u32::to_string).collect();
+    texts.join(", ")
+}
+
+/// The line `capshim report --as-written` prints first on stdout, and the note on stderr:
+/// what is shown, unchecked, and why.
+pub fn unverified_mark(dir: &Path, shown: &str, why: &BundleError) -> String {
     format!(
-        "{} is a {} bundle of schema_version {}{writer}; {this}. Its checksums were checked (and \
-         its signature, when asked), but its derived files were NOT derived again from its raw \
-         files: below is its own {shown}, as written; a capshim of its schema checks them all",
-        dir.display(),
-        header.kind.name(),
-        header.schema_version
+        "UNVERIFIED: {} is shown as written ({shown}): its checksums were checked, its derived \
+         files were NOT derived again: {why}",
+        dir.display()
     )
 }
 
@@ -173,6 +289,11 @@ pub fn compare_derived(
 mod tests {
     use super::*;
 
+    fn refusal(d: &Path) -> String {
+        let h = read_header(d).unwrap();
+        require_derivable(d, &h).unwrap_err().to_string()
+    }
+
     #[test]
     fn headers_of_every_layout() {
         let tmp = tempfile::tempdir().unwrap();
@@ -184,21 +305,31 @@ mod tests {
             read_header(d).unwrap_err(),
             BundleError::NotABundle { .. }
         ));
-        // A bench bundle before environment.json had a header: the summary's layout.
+        // A bench bundle before environment.json had a header: layout 1, refused.
         std::fs::write(d.join("environment.json"), r#"{"capshim_version":"0.1.0"}"#).unwrap();
-        assert_eq!(read_header(d).unwrap().schema_version, 1);
+        assert_eq!(read_header(d).unwrap().schema_version, Some(1));
+        let err = refusal(d);
+        assert!(
+            err.contains("environment.json: schema_version absent"),
+            "{err}"
+        );
+        assert!(err.contains("bench layout 1"), "{err}");
+        // Its summary's layout.
         std::fs::write(d.join("summary.json"), r#"{"schema_version":2,"rows":[]}"#).unwrap();
         let h = read_header(d).unwrap();
-        assert_eq!((h.kind.clone(), h.schema_version), (Kind::Bench, 2));
-        let note = other_schema_note(d, &h, Some(3), "report.md");
-        assert!(note.contains("bench bundle of schema_version 2 (written by capshim 0.1.0)"));
-        assert!(note.contains("NOT derived again"), "{note}");
+        assert_eq!((h.kind.clone(), h.schema_version), (Kind::Bench, Some(2)));
+        let err = refusal(d);
+        assert!(err.contains("summary.json: schema_version 2"), "{err}");
+        assert!(err.contains("written, it says, by capshim 0.1.0"), "{err}");
+        assert!(err.contains("--as-written"), "{err}");
         std::fs::write(
             d.join("environment.json"),
             r#"{"kind":"verify","schema_version":1}"#,
         )
         .unwrap();
-        assert_eq!(read_header(d).unwrap().kind, Kind::Verify);
+        let h = read_header(d).unwrap();
+        assert_eq!(h.kind, Kind::Verify);
+        require_derivable(d, &h).unwrap();
         std::fs::write(
             d.join("environment.json"),
             r#"{"kind":"x","schema_version":9}"#,
@@ -206,7 +337,53 @@ mod tests {
         .unwrap();
         let h = read_header(d).unwrap();
         assert_eq!(h.kind, Kind::Other("x".into()));
-        assert!(other_schema_note(d, &h, None, "report.md").contains("does not know x bundles"));
+        assert!(refusal(d).contains("environment.json: kind x: this capshim knows only"));
+    }
+
+    /// Every layout this capshim ever wrote is derived or refused with its reason; a relabel to
+    /// a layout it never wrote, or to a field that is not a number, is refused too.
+    #[test]
+    fn only_derivable_layouts_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let current = crate::analysis::SCHEMA_VERSION;
+        for (kind, v, ok, says) in [
+            ("bench", current.to_string(), true, ""),
+            ("bench", "4".into(), false, "bench layout 4"),
+            ("bench", "3".into(), false, "layouts 2 and 3"),
+            (
+                "bench",
+                "99".into(),
+                false,
+                "never wrote a bench bundle of that layout",
+            ),
+            ("bench", "\"5\"".into(), false, "not a layout number"),
+            ("bench", "-5".into(), false, "not a layout number"),
+            ("verify", "1".into(), true, ""),
+            ("verify", "2".into(), false, "never wrote a verify bundle"),
+            ("verify", "5".into(), false, "never wrote a verify bundle"),
+        ] {
+            std::fs::write(
+                d.join("environment.json"),
+                format!(r#"{{"kind":"{kind}","schema_version":{v}}}"#),
+            )
+            .unwrap();
+            let h = read_header(d).unwrap();
+            let got = require_derivable(d, &h);
+            assert_eq!(got.is_ok(), ok, "{kind} {v}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.untrusted(), "{e}");
+                let e = e.to_string();
+                assert!(e.contains(&format!("schema_version {v}")), "{e}");
+                assert!(e.contains(says), "{e}");
+            }
+        }
+        std::fs::write(
+            d.join("environment.json"),
+            r#"{"kind":7,"schema_version":1}"#,
+        )
+        .unwrap();
+        assert!(refusal(d).contains("kind 7"));
     }
 
     #[test]

@@ -16,8 +16,9 @@ const AFTER_HELP: &str = "\
 Adds SHA256SUMS.sig to a sealed evidence bundle (written by `capshim bench` or `capshim verify`)
 and changes nothing else: an OpenSSH signature (the SSHSIG format git uses for commits) of
 SHA256SUMS in the namespace capshim-bundle, made by OpenSSH's `ssh-keygen -Y sign` (on PATH).
-The bundle is checked first as `capshim report` checks it (checksums, derived files); a bundle
-that is not trustworthy is never signed. `capshim bench --sign KEYFILE` and `capshim verify --sign
+The bundle is checked first as `capshim report` checks it (checksums, a layout this capshim
+derives, derived files); a bundle that is not trustworthy, or whose kind or schema_version this
+capshim does not derive again, is never signed. `capshim bench --sign KEYFILE` and `capshim verify --sign
 KEYFILE` sign when they seal.
 
 KEYFILE is an OpenSSH private key (ssh-keygen asks for its passphrase, if any), or the public key
@@ -31,8 +32,8 @@ Exit codes:
   1  error (ssh-keygen missing, not a key, the bundle already signed without --replace,
      ssh-keygen could not sign, unreadable files)
   2  bad command line
-  3  the bundle is not trustworthy (changed, unfinished, derived files that do not match): not
-     signed
+  3  the bundle is not trustworthy (changed, unfinished, derived files that do not match, a
+     kind or schema_version this capshim does not derive again): not signed
 
 Examples:
   capshim sign capshim-bench-20261130-210000 --key ~/.ssh/id_ed25519
@@ -101,14 +102,10 @@ pub fn execute(args: SignArgs) -> anyhow::Result<ExitCode> {
         return Err(SignError::Exists(dir.join(SIG_FILE)).into());
     }
     let fingerprint = sign::check_key(&args.key)?;
-    match open(dir, None) {
-        Ok(Opened::AsWritten { header, .. }) => eprintln!(
-            "capshim: note: {} is a {} bundle of schema_version {}: its checksums hold, its derived \
-             files were not derived again; signing its {SUMS_FILE}",
-            dir.display(),
-            header.kind.name(),
-            header.schema_version
-        ),
+    // The check `report` makes, without --as-written: a bundle whose derived files cannot be
+    // derived again is refused like a changed one.
+    match open(dir, None, false) {
+        Ok(Opened::AsWritten { .. }) => unreachable!("opened without as_written"),
         Ok(_) => {}
         Err(e) if e.untrusted() => {
             eprintln!(

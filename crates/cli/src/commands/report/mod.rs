@@ -13,13 +13,18 @@ use clap::Args;
 use self::open::{Opened, Signers, open};
 use super::{UsageError, out};
 use crate::analysis::{ArmInput, Role, RunInput, analyze, interval};
-use crate::bundle::schema::{Kind, as_written, other_schema_note};
+use crate::bundle::schema::{Kind, as_written, derivable, unverified_mark};
 use crate::bundle::{self, BundleError};
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;
 
-/// Exit code for a bundle that is not trustworthy: changed, unfinished, badly signed.
+/// Exit code for a bundle that is not trustworthy: changed, unfinished, badly signed, or of a
+/// layout this capshim does not derive again.
 pub const EXIT_TAMPERED: u8 = 3;
+
+/// Exit code for a report that was shown but is not of a complete, verified bundle
+/// (`--as-written`).
+pub const EXIT_UNVERIFIED: u8 = 4;
 
 macro_rules! usage {
     ($($arg:tt)*) => {
@@ -43,14 +48,37 @@ stock arm, so give them in the order they ran. A speedup gets a {level}% interva
 pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
 Files capshim did not run in random order hold the interval's level only if each round's ratio
 scatters symmetrically and independently around the true one (docs/bench.md, The method).
-{AFTER_HELP}",
+{BUNDLES_HELP}{layouts}{AFTER_HELP}",
+        layouts = layouts_help(),
         level = interval::percent_text(interval::CONFIDENCE_LEVEL),
         band = interval::percent_text(interval::NOISE),
         min = interval::MIN_ROUNDS,
     )
 }
 
-const AFTER_HELP: &str = "
+/// The paragraph on layouts, naming the ones this capshim derives.
+fn layouts_help() -> String {
+    let list = |kind| {
+        let v: Vec<String> = derivable(&kind).iter().map(u32::to_string).collect();
+        v.join(", ")
+    };
+    format!(
+        "
+
+A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
+file and the field: a kind other than bench or verify, or a schema_version (environment.json,
+or summary.json in the oldest bundles) that is not one it derives (bench {bench}, verify {verify}; the
+layouts earlier capshims wrote, and why they are not derived, are in docs/bundles.md). With
+--as-written its checksums (and signature) are still checked, and its own report.md
+(summary.json with --json, results.csv with --csv, chart.svg with --svg) is printed as written
+after a first line on stdout starting `UNVERIFIED:` (the same on stderr), exit code 4. It is
+shown on its own.",
+        bench = list(Kind::Bench),
+        verify = list(Kind::Verify),
+    )
+}
+
+const BUNDLES_HELP: &str = "
 
 BUNDLE_DIR arguments are evidence bundles written by `capshim bench` or `capshim verify`. Each is
 checked before anything is shown: every file against its SHA256SUMS (no file changed, missing or
@@ -59,12 +87,9 @@ SHA256SUMS; then every derived file (bench: summary.json, report.md, results.csv
 verify: summary.json, report.md) is derived again from the primary files (raw/ and
 environment.json) and must match byte for byte. What each check proves, and what SHA256SUMS
 alone cannot (anyone who can edit the files can write a new one; only a signature says who
-sealed it): docs/bundles.md.
+sealed it): docs/bundles.md.";
 
-A bundle of another layout (its schema_version, in environment.json and summary.json, is not
-this capshim's) is not refused: its checksums (and signature) are checked, its derived files are
-not, a note says so, and its own report.md (summary.json with --json, results.csv with --csv,
-chart.svg with --svg) is printed as written. It is shown on its own.
+const AFTER_HELP: &str = "
 
 Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
 bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
@@ -81,7 +106,11 @@ Exit codes:
      added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
      unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
      note says why), or a derived file is not what its raw files derive to (SHA256SUMS
-     regenerated after an edit), or, with --allowed-signers, its signature is missing or bad
+     regenerated after an edit), or its kind or schema_version is not a layout this capshim
+     derives again (without --as-written), or, with --allowed-signers, its signature is
+     missing or bad
+  4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
+     files were not derived again
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -137,6 +166,12 @@ pub struct ReportArgs {
     /// The identity (principal) in --allowed-signers that must have signed, e.g. an e-mail.
     #[arg(long, value_name = "ID", requires = "allowed_signers")]
     pub identity: Option<String>,
+
+    /// Show a bundle of a layout this capshim does not derive again (unknown kind or
+    /// schema_version) as written, its checksums checked and its derived files NOT: the first
+    /// stdout line says UNVERIFIED, exit code 4.
+    #[arg(long)]
+    pub as_written: bool,
 }
 
 /// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
@@ -305,7 +340,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         Opened::AsWritten { header, .. } => format!(
             "a {} bundle of schema_version {}, shown as written",
             header.kind.name(),
-            header.schema_version
+            header.version_text()
         ),
         Opened::Bench(_) => unreachable!("bench bundles of this layout are combined"),
     };
@@ -332,7 +367,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             }
             if args.json { summary_json } else { markdown }
         }
-        Opened::AsWritten { header, known } => {
+        Opened::AsWritten { header, why } => {
             let file = match (&header.kind, args.json, args.csv, args.svg) {
                 (_, true, _, _) => "summary.json",
                 (Kind::Bench, _, true, _) => "results.csv",
@@ -345,11 +380,10 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
                 ),
             };
             let text = as_written(dir, file)?;
-            eprintln!(
-                "capshim: note: {}",
-                other_schema_note(dir, &header, known, file)
-            );
-            text
+            let mark = unverified_mark(dir, file, &why);
+            crate::term::warning(&mark);
+            out(&format!("{mark}\n{text}"))?;
+            return Ok(ExitCode::from(EXIT_UNVERIFIED));
         }
         Opened::Bench(_) => unreachable!("handled above"),
     };
@@ -372,7 +406,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let mut bundles = Vec::new();
     for dir in &args.bundles {
-        match open(dir, signers.as_ref())? {
+        match open(dir, signers.as_ref(), args.as_written)? {
             Opened::Bench(manifest) => bundles.push((dir.clone(), manifest)),
             other => return report_alone(args, dir, other),
         }

@@ -1,11 +1,12 @@
 //! Opening an evidence bundle to report on it (or to sign it), in the order that makes each
 //! check mean something: `SHA256SUMS` over every file; the signature over `SHA256SUMS` when
-//! asked; then, for a layout this capshim knows, every derived file derived again from the
-//! raw files and compared. A bundle of another layout is shown as written, saying so.
+//! asked; then the layout (kind and `schema_version`) must be one this capshim derives, and
+//! every derived file is derived again from the raw files and compared. A bundle of another
+//! layout is refused, or, when the reader asks for it (`report --as-written`), shown as
+//! written and marked unverified. `capshim sign` opens bundles through the same function.
 
 use std::path::Path;
 
-use crate::analysis::SCHEMA_VERSION;
 use crate::bench;
 use crate::bundle::schema::{self, Header, Kind};
 use crate::bundle::{self, BundleError, Manifest, SIG_FILE, sign};
@@ -30,30 +31,27 @@ pub enum Opened {
         /// `summary.json`.
         summary_json: String,
     },
-    /// A bundle of another layout: only its checksums (and signature) were checked.
+    /// A bundle of a layout this capshim does not derive, opened with `as_written`: only its
+    /// checksums (and signature) were checked.
     AsWritten {
         /// Its kind and layout.
         header: Header,
-        /// The layout this capshim derives for that kind, if it knows the kind.
-        known: Option<u32>,
+        /// Why it is not derived ([`BundleError::Underivable`]).
+        why: BundleError,
     },
 }
 
-/// The layout this capshim derives for bundles of `kind`.
-pub fn known_schema(kind: &Kind) -> Option<u32> {
-    match kind {
-        Kind::Bench => Some(SCHEMA_VERSION),
-        Kind::Verify => Some(verify::manifest::SCHEMA_VERSION),
-        Kind::Other(_) => None,
-    }
-}
-
 /// Checks the bundle `dir`; notes (a signature checked, or present but not asked about) go to
-/// stderr.
+/// stderr. A bundle of a layout this capshim does not derive is refused, unless `as_written`,
+/// which returns it as [`Opened::AsWritten`] once its checksums (and signature) hold.
 ///
 /// # Errors
 /// [`BundleError`]: see [`BundleError::untrusted`] for which mean exit code 3.
-pub fn open(dir: &Path, signers: Option<&Signers>) -> Result<Opened, BundleError> {
+pub fn open(
+    dir: &Path,
+    signers: Option<&Signers>,
+    as_written: bool,
+) -> Result<Opened, BundleError> {
     bundle::verify(dir)?;
     match signers {
         Some(s) => {
@@ -68,9 +66,12 @@ pub fn open(dir: &Path, signers: Option<&Signers>) -> Result<Opened, BundleError
         None => {}
     }
     let header = schema::read_header(dir)?;
-    let known = known_schema(&header.kind);
-    if known != Some(header.schema_version) {
-        return Ok(Opened::AsWritten { header, known });
+    if let Err(why) = schema::require_derivable(dir, &header) {
+        return if as_written {
+            Ok(Opened::AsWritten { header, why })
+        } else {
+            Err(why)
+        };
     }
     Ok(match header.kind {
         Kind::Bench => Opened::Bench(bench::check::check(dir)?.0),
@@ -81,6 +82,26 @@ pub fn open(dir: &Path, signers: Option<&Signers>) -> Result<Opened, BundleError
                 summary_json,
             }
         }
-        Kind::Other(_) => unreachable!("an unknown kind has no known layout"),
+        Kind::Other(_) => unreachable!("an unknown kind has no derivable layout"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layouts the bundle check derives are the ones bench and verify write now.
+    #[test]
+    fn the_derivable_layouts_include_the_ones_written_now() {
+        let bench = schema::derivable(&Kind::Bench);
+        assert!(
+            bench.contains(&crate::analysis::SCHEMA_VERSION),
+            "{bench:?}"
+        );
+        let verify = schema::derivable(&Kind::Verify);
+        assert!(
+            verify.contains(&verify::manifest::SCHEMA_VERSION),
+            "{verify:?}"
+        );
+    }
 }
