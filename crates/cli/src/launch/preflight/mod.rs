@@ -23,6 +23,8 @@ mod restriction;
 mod target;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_programs;
 
 use std::path::{Path, PathBuf};
 
