@@ -153,7 +153,7 @@ fn a_framework_python_launcher_is_checked_with_its_interpreter() {
         .unwrap()
         .join("Resources/Python.app/Contents/MacOS/Python");
     assert_eq!(
-        crate::doctor::program::framework_interpreter(&launcher).as_deref(),
+        crate::launch::preflight::framework_interpreter(&launcher).as_deref(),
         Some(interpreter.as_path())
     );
     let (l, i) = (launcher.to_str().unwrap(), interpreter.to_str().unwrap());

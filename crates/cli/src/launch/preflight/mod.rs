@@ -19,6 +19,7 @@
 
 mod children;
 mod program;
+mod python;
 mod restriction;
 mod target;
 #[cfg(test)]
@@ -37,6 +38,7 @@ use capshim_macho::{Arch, Binary};
 
 pub use children::apple_programs_warning;
 pub use program::resolve_program;
+pub use python::framework_interpreter;
 pub use restriction::Restriction;
 
 /// Folders whose programs macOS System Integrity Protection guards: dyld drops every
@@ -192,6 +194,15 @@ pub fn check(facts: &dyn SystemFacts, launch: &Launch<'_>) -> Result<Vec<String>
             os: launch.os,
         };
         warnings.extend(target::check(facts, &subject, launch.program, &sip)?);
+        if let Some(interpreter) = framework_interpreter(launch.program) {
+            warnings.extend(python::check(
+                facts,
+                &subject,
+                launch.program,
+                &interpreter,
+                &sip,
+            )?);
+        }
     }
     if launch.os == Os::MacOs {
         warnings.extend(apple_programs_warning(

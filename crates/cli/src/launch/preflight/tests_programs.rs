@@ -2,11 +2,16 @@
 //! App Store encryption, entitlements stored in DER only, a framework Python's real
 //! interpreter, the apps capshim knows cannot be injected, and files that are not programs.
 
-use super::tests::{TOOL, launch, mac, refusal, run};
+use std::path::Path;
+
+use super::tests::{TOOL, arm64_exe, launch, mac, refusal, run};
 use super::*;
 use crate::platform::sip::Sip;
 use capshim_macho::signature::{ALLOW_DYLD_ENV, CS_RUNTIME, DISABLE_LIBRARY_VALIDATION};
-use capshim_macho::testdata::{SignatureSpec, der_entitlements, encrypted, macho_der_signed};
+use capshim_macho::testdata::{
+    SignatureSpec, der_entitlements, encrypted, macho, macho_der_signed,
+};
+use object::macho as m;
 
 #[test]
 fn app_store_programs_are_refused_because_they_are_encrypted() {
@@ -72,4 +77,86 @@ fn entitlements_in_der_form_only_are_honoured() {
         ),
         Restriction::HardenedWithoutDyldEnvironment
     );
+}
+
+/// A framework Python's launcher at `dir/Library/Frameworks/...`, a real file so that
+/// `framework_interpreter` can follow it; returns (launcher, interpreter).
+fn framework_python(dir: &Path) -> (String, String) {
+    let launcher = dir.join("Library/Frameworks/Python.framework/Versions/3.12/bin/python3.12");
+    std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+    std::fs::write(&launcher, b"placeholder").unwrap();
+    let launcher = launcher.canonicalize().unwrap();
+    let interpreter = launcher
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("Resources/Python.app/Contents/MacOS/Python");
+    (
+        launcher.to_str().unwrap().to_string(),
+        interpreter.to_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn run_checks_the_interpreter_a_framework_python_re_execs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (launcher, interpreter) = framework_python(dir.path());
+    assert_eq!(
+        framework_interpreter(Path::new(&launcher)).as_deref(),
+        Some(Path::new(&interpreter))
+    );
+    let hardened = macho(
+        m::CPU_TYPE_ARM64,
+        0,
+        m::MH_EXECUTE,
+        Some((CS_RUNTIME, None)),
+    );
+    // The launcher is fine, the interpreter is hardened: refused, naming both.
+    let facts = mac(Sip::Enabled, arm64_exe())
+        .file(&launcher, 0, arm64_exe())
+        .file(&interpreter, 0, hardened);
+    let err = run(&facts, &launch(&launcher)).unwrap_err();
+    match &err {
+        PreflightError::WillNotLoad {
+            subject,
+            restriction,
+        } => {
+            assert_eq!(*restriction, Restriction::HardenedWithoutDyldEnvironment);
+            assert!(subject.starts_with(&interpreter), "{subject}");
+            assert!(
+                subject.contains(&format!("that {launcher} re-execs")),
+                "{subject}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Both fine: nothing to say.
+    let fine = mac(Sip::Enabled, arm64_exe())
+        .file(&launcher, 0, arm64_exe())
+        .file(&interpreter, 0, arm64_exe());
+    assert!(run(&fine, &launch(&launcher)).unwrap().is_empty());
+    // An x86_64-only interpreter cannot load the arm64 library.
+    let x86 = mac(Sip::Enabled, arm64_exe())
+        .file(&launcher, 0, arm64_exe())
+        .file(
+            &interpreter,
+            0,
+            macho(m::CPU_TYPE_X86_64, 3, m::MH_EXECUTE, None),
+        );
+    assert!(matches!(
+        run(&x86, &launch(&launcher)),
+        Err(PreflightError::ArchMismatch { .. })
+    ));
+    // Missing: a warning.
+    let missing = mac(Sip::Enabled, arm64_exe()).file(&launcher, 0, arm64_exe());
+    let warnings = run(&missing, &launch(&launcher)).unwrap();
+    assert!(warnings[0].contains("is missing"), "{warnings:?}");
+    // --skip-preflight skips it too.
+    let facts = mac(Sip::Enabled, arm64_exe())
+        .file(&launcher, 0, arm64_exe())
+        .file(&interpreter, 0, encrypted(1, None));
+    let mut skipping = launch(&launcher);
+    skipping.skip_program = true;
+    assert!(run(&facts, &skipping).unwrap().is_empty());
 }
