@@ -45,9 +45,12 @@ given, the first found of: next to the capshim executable; ../lib/capshim/ besid
 
 Before running, capshim checks that the command exists and is executable, that the library's
 architecture can load into it, and on macOS that the shim will load: it refuses a quarantined
-library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restricted programs,
-hardened-runtime programs without the com.apple.security.cs.allow-dyld-environment-variables
-entitlement or with library validation, and, while System Integrity Protection is on, programs
+library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restricted programs
+(App Store programs among them: their encryption makes them restricted), hardened-runtime
+programs without the com.apple.security.cs.allow-dyld-environment-variables entitlement or
+with library validation (a framework Python's launcher is checked with the Python.app
+interpreter it re-execs), Ollama's own app and release archive and LM Studio (each refusal
+names the way that works, e.g. Homebrew's ollama), and, while System Integrity Protection is on, programs
 under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
 them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off it warns that Apple's own (arm64e)
 programs the command starts will be terminated by dyld. --skip-preflight skips the checks of

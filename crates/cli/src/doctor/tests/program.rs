@@ -196,8 +196,27 @@ fn ollama_the_app_and_the_command_line_server() {
     let app = executable(dir.path(), "Ollama.app/Contents/Resources/ollama");
     let fake = guest().file(app.to_str().unwrap(), 0, hardened_exe());
     let report = doctor(&fake, &app);
-    assert_eq!(find(&report, "program.preflight").status, Status::Fail);
+    let preflight = find(&report, "program.preflight");
+    assert_eq!(preflight.status, Status::Fail);
+    // run's own refusal: the app, the reason and the way that works.
+    assert!(
+        preflight.detail.contains("Ollama as Ollama ships it")
+            && preflight.detail.contains("What works")
+            && preflight.detail.contains("capshim run -- ollama serve"),
+        "{}",
+        preflight.detail
+    );
     let advice = find(&report, "program.workload");
+    // The children as Ollama starts them since its pull request 16031.
+    assert!(
+        advice.detail.contains("`llama-server` for GGUF models")
+            && advice
+                .detail
+                .contains("`ollama runner --mlx-engine` for MLX models")
+            && !advice.detail.contains("ollama_llama_server"),
+        "{}",
+        advice.detail
+    );
     assert_eq!(advice.status, Status::Warn);
     assert!(advice.summary.contains("hardened runtime"));
     let fix = advice.fix.as_deref().unwrap();
@@ -218,6 +237,18 @@ fn ollama_the_app_and_the_command_line_server() {
             .as_deref()
             .unwrap()
             .contains(&format!("capshim run -- {c} serve"))
+    );
+
+    // LM Studio: refused by run, whatever its own signature says.
+    let lm = executable(dir.path(), "LM Studio.app/Contents/MacOS/LM Studio");
+    let report = doctor(&guest().file(lm.to_str().unwrap(), 0, arm64_exe()), &lm);
+    assert_eq!(find(&report, "program.preflight").status, Status::Fail);
+    let advice = find(&report, "program.workload");
+    assert_eq!(advice.status, Status::Warn);
+    assert!(
+        advice.summary.starts_with("LM Studio"),
+        "{}",
+        advice.summary
     );
 
     // Anything else in an app bundle, and programs capshim does not know.

@@ -9,14 +9,22 @@
 //! - the library is quarantined ([`PreflightError::Quarantined`]);
 //! - no architecture of the program (or of a script's interpreter) is one of the library's
 //!   ([`PreflightError::ArchMismatch`], [`PreflightError::InterpreterArch`]);
-//! - the program is restricted, hardened without the entitlement, validates libraries, or
-//!   is protected by SIP while SIP is on ([`PreflightError::WillNotLoad`], [`Restriction`]).
+//! - the program is restricted (setuid, a `__RESTRICT` section, FairPlay-encrypted by the App
+//!   Store, `CS_RESTRICT`), hardened without the entitlement (read in XML or DER form),
+//!   validates libraries, or is protected by SIP while SIP is on
+//!   ([`PreflightError::WillNotLoad`], [`Restriction`]);
+//! - for a framework Python's launcher, the same of the interpreter it re-execs in the same
+//!   process ([`framework_interpreter`]);
+//! - the program is an app capshim knows cannot be injected as it ships: Ollama's own
+//!   release, LM Studio ([`PreflightError::KnownApp`], [`App`]), refused with the way that
+//!   works.
 //!
 //! Where the outcome depends on a SIP status capshim cannot read, it warns instead; with SIP
 //! off it warns what will happen to Apple's programs among the children
 //! ([`apple_programs_warning`]). Every fact comes through [`SystemFacts`], so a later
 //! `capshim doctor` can run the same checks, and tests inject the facts.
 
+mod apps;
 mod children;
 mod program;
 mod python;
@@ -36,6 +44,7 @@ use super::environment::ScopeArg;
 use crate::platform::facts::{QUARANTINE, SystemFacts};
 use capshim_macho::{Arch, Binary};
 
+pub use apps::{App, OLLAMA_CHILDREN, OLLAMA_WORKING_PATH};
 pub use children::apple_programs_warning;
 pub use program::resolve_program;
 pub use python::framework_interpreter;
@@ -109,6 +118,21 @@ pub enum PreflightError {
         library: PathBuf,
         /// The attribute's value (`flags;time;agent;id`).
         value: String,
+    },
+    /// An app capshim knows cannot be injected as it ships ([`App`]: Ollama's release, LM
+    /// Studio): why, and the way that works.
+    #[error(
+        "{program} is {app}{}. What works: {}; or skip this check with --skip-preflight",
+        .restriction.as_ref().map(|r| format!(": {r}")).unwrap_or_default(),
+        .app.working_path()
+    )]
+    KnownApp {
+        /// The program.
+        program: PathBuf,
+        /// Which app.
+        app: App,
+        /// What its own checks found, when they refused it.
+        restriction: Option<Restriction>,
     },
     /// The shim will not load into the program, for a reason [`Restriction`] names.
     #[error("{subject}: {restriction}; or skip this check with --skip-preflight")]
@@ -193,7 +217,13 @@ pub fn check(facts: &dyn SystemFacts, launch: &Launch<'_>) -> Result<Vec<String>
             library_team: library_team.as_deref(),
             os: launch.os,
         };
-        warnings.extend(target::check(facts, &subject, launch.program, &sip)?);
+        let outcome = target::check(facts, &subject, launch.program, &sip);
+        let outcome = if launch.os == Os::MacOs {
+            apps::check(facts, launch.program, outcome)
+        } else {
+            outcome
+        };
+        warnings.extend(outcome?);
         if let Some(interpreter) = framework_interpreter(launch.program) {
             warnings.extend(python::check(
                 facts,

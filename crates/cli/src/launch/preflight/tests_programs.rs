@@ -9,7 +9,7 @@ use super::*;
 use crate::platform::sip::Sip;
 use capshim_macho::signature::{ALLOW_DYLD_ENV, CS_RUNTIME, DISABLE_LIBRARY_VALIDATION};
 use capshim_macho::testdata::{
-    SignatureSpec, der_entitlements, encrypted, macho, macho_der_signed,
+    SignatureSpec, der_entitlements, encrypted, macho, macho_der_signed, macho_with,
 };
 use object::macho as m;
 
@@ -159,4 +159,109 @@ fn run_checks_the_interpreter_a_framework_python_re_execs() {
     let mut skipping = launch(&launcher);
     skipping.skip_program = true;
     assert!(run(&facts, &skipping).unwrap().is_empty());
+}
+
+/// A Developer ID style program: hardened runtime, a team, no entitlements.
+fn hardened(team: &str) -> Vec<u8> {
+    macho_with(
+        m::CPU_TYPE_ARM64,
+        0,
+        m::MH_EXECUTE,
+        &[],
+        Some(SignatureSpec {
+            flags: CS_RUNTIME,
+            entitlements: None,
+            team_id: Some(team),
+        }),
+    )
+}
+
+fn known_app(
+    facts: &crate::platform::facts::Fake,
+    program: &str,
+) -> (App, Option<Restriction>, String) {
+    let error = run(facts, &launch(program)).unwrap_err();
+    let text = error.to_string();
+    match error {
+        PreflightError::KnownApp {
+            app, restriction, ..
+        } => (app, restriction, text),
+        other => panic!("expected a known app's refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn ollama_as_it_ships_is_refused_with_the_way_that_works() {
+    let app = "/Applications/Ollama.app/Contents/Resources/ollama";
+    let facts = mac(Sip::Enabled, arm64_exe()).file(app, 0, hardened("OLLAMA1234"));
+    let (which, restriction, text) = known_app(&facts, app);
+    assert_eq!(which, App::Ollama);
+    assert_eq!(
+        restriction,
+        Some(Restriction::HardenedWithoutDyldEnvironment)
+    );
+    for needle in [
+        "hardened runtime",
+        "brew install ollama",
+        "capshim run -- ollama serve",
+        "capshim agent --label com.example.ollama --install -- /opt/homebrew/bin/ollama serve",
+        "`llama-server` for GGUF models",
+        "`ollama runner --mlx-engine` for MLX models",
+        "--scope children",
+        "--skip-preflight",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing: {text}");
+    }
+    // The release archive's `ollama`, wherever it is unpacked: the same.
+    let unpacked = "/usr/local/bin/ollama";
+    let facts = mac(Sip::Enabled, arm64_exe()).file(unpacked, 0, hardened("OLLAMA1234"));
+    assert_eq!(known_app(&facts, unpacked).0, App::Ollama);
+    // Homebrew's (ad hoc, from source), or the app's copy re-signed ad hoc: let through.
+    for program in ["/opt/homebrew/bin/ollama", app] {
+        let facts = mac(Sip::Enabled, arm64_exe()).file(program, 0, arm64_exe());
+        assert!(
+            run(&facts, &launch(program)).unwrap().is_empty(),
+            "{program}"
+        );
+    }
+    // Another hardened program is refused in general words, without Ollama's.
+    let facts = mac(Sip::Enabled, hardened("OLLAMA1234"));
+    assert!(matches!(
+        run(&facts, &launch(TOOL)),
+        Err(PreflightError::WillNotLoad { .. })
+    ));
+}
+
+#[test]
+fn lm_studio_is_refused_whatever_its_own_signature_says() {
+    let app = "/Applications/LM Studio.app/Contents/MacOS/LM Studio";
+    // Even a copy the checks would let through: its helpers validate libraries.
+    let facts = mac(Sip::Enabled, arm64_exe()).file(app, 0, arm64_exe());
+    let (which, restriction, text) = known_app(&facts, app);
+    assert_eq!((which, restriction), (App::LmStudio, None));
+    for needle in [
+        "LM Studio",
+        "validate libraries",
+        "llama-server",
+        "capshim run",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing: {text}");
+    }
+    let facts = mac(Sip::Enabled, arm64_exe()).file(app, 0, hardened(apps::LM_STUDIO_TEAM));
+    assert_eq!(
+        known_app(&facts, app).1,
+        Some(Restriction::HardenedWithoutDyldEnvironment)
+    );
+    // Anything signed by its team, wherever it is (its command-line tool).
+    let lms = "/Users/me/.lmstudio/bin/lms";
+    let facts = mac(Sip::Enabled, arm64_exe()).file(lms, 0, hardened(apps::LM_STUDIO_TEAM));
+    assert_eq!(known_app(&facts, lms).0, App::LmStudio);
+    // --skip-preflight skips it; Linux has no such apps.
+    let facts = mac(Sip::Enabled, arm64_exe()).file(app, 0, arm64_exe());
+    let mut skipping = launch(app);
+    skipping.skip_program = true;
+    assert!(run(&facts, &skipping).unwrap().is_empty());
+    let mut linux = launch(app);
+    linux.os = Os::Linux;
+    assert!(run(&facts, &linux).unwrap().is_empty());
 }
