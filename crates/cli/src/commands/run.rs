@@ -68,7 +68,8 @@ Exit codes:
   2    usage error (bad options)
   125  capshim failed before running the command (bad profile, shim library missing, of the
        wrong format or architecture, quarantined, or refused by the command's restrictions)
-  126  the command was found but cannot be executed
+  126  the command was found but cannot be executed (also: it is a model or other data
+       file, not a program)
   127  the command was not found")]
 pub struct RunArgs {
     #[command(flatten)]
@@ -109,7 +110,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let path_var = std::env::var_os("PATH");
     let program = match preflight::resolve_program(command, path_var.as_deref()) {
         Ok(p) => p,
-        Err(e @ PreflightError::NotExecutable(_)) => return Ok(fail(EXIT_NOT_EXECUTABLE, e)),
+        Err(e @ (PreflightError::NotExecutable(_) | PreflightError::NotAProgram { .. })) => {
+            return Ok(fail(EXIT_NOT_EXECUTABLE, e));
+        }
         Err(e) => return Ok(fail(EXIT_NOT_FOUND, e)),
     };
 
@@ -137,6 +140,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
                     for w in warnings {
                         crate::term::warning(w);
                     }
+                }
+                Err(e @ PreflightError::NotAProgram { .. }) => {
+                    return Ok(fail(EXIT_NOT_EXECUTABLE, e));
                 }
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             }

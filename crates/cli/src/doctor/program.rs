@@ -11,7 +11,7 @@ use super::library::Library;
 use super::workloads;
 use super::{Check, Status};
 use crate::launch::environment::ScopeArg;
-use crate::launch::preflight::{self, Launch, framework_interpreter};
+use crate::launch::preflight::{self, Launch, PreflightError, framework_interpreter};
 use crate::platform::facts::SystemFacts;
 
 /// `program.found`, `program.preflight`, and where they apply `program.python` and
@@ -26,13 +26,21 @@ pub fn checks(
     let Some(first) = command.first() else {
         return Vec::new();
     };
-    let program = match preflight::resolve_program(first, path_var) {
+    let program = match preflight::resolve_program(first, path_var)
+        .and_then(|program| preflight::not_a_program(facts, &program).map_or(Ok(program), Err))
+    {
         Ok(program) => program,
         Err(e) => {
+            let summary = match &e {
+                PreflightError::NotAProgram { path, what, .. } => {
+                    format!("{}: not a program: {what}", path.display())
+                }
+                _ => format!("{}: cannot run it", first.to_string_lossy()),
+            };
             return vec![Check::with(
                 "program.found",
                 Status::Fail,
-                format!("{}: cannot run it", first.to_string_lossy()),
+                summary,
                 e.to_string(),
                 e.to_string(),
             )];

@@ -66,6 +66,30 @@ fn a_program_that_cannot_be_found_fails() {
 }
 
 #[test]
+fn a_model_file_is_not_called_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    // Executable or not, a model file is no program.
+    for mode in [0o755, 0o644] {
+        let model = executable(dir.path(), "model.gguf");
+        std::fs::set_permissions(&model, std::fs::Permissions::from_mode(mode)).unwrap();
+        let gguf = b"GGUF\x03\x00\x00\x00".to_vec();
+        std::fs::write(&model, &gguf).unwrap();
+        let report = doctor(&guest().file(model.to_str().unwrap(), 0, gguf), &model);
+        let found = find(&report, "program.found");
+        assert_eq!(found.status, Status::Fail);
+        assert!(
+            found
+                .summary
+                .ends_with("model.gguf: not a program: a GGUF model file (llama.cpp's format)"),
+            "{}",
+            found.summary
+        );
+        assert!(found.detail.contains("llama-server -m"), "{}", found.detail);
+        assert!(!ids(&report).contains(&"program.preflight"));
+    }
+}
+
+#[test]
 fn the_preflight_of_run_each_status() {
     let dir = tempfile::tempdir().unwrap();
     let tool = executable(dir.path(), "bin/llama-server");

@@ -26,6 +26,7 @@
 
 mod apps;
 mod children;
+mod data;
 mod program;
 mod python;
 mod restriction;
@@ -46,6 +47,7 @@ use capshim_macho::{Arch, Binary};
 
 pub use apps::{App, OLLAMA_CHILDREN, OLLAMA_WORKING_PATH};
 pub use children::apple_programs_warning;
+pub use data::not_a_program;
 pub use program::resolve_program;
 pub use python::framework_interpreter;
 pub use restriction::Restriction;
@@ -76,6 +78,19 @@ pub enum PreflightError {
     /// The file exists but cannot be executed.
     #[error("{0}: not an executable file; check its permissions (chmod +x) or the path")]
     NotExecutable(PathBuf),
+    /// The file is no program the system can execute: a model or other data file, or text
+    /// without a `#!` line ([`not_a_program`]).
+    #[error(
+        "{path}: not a program: it is {what}, and the system executes only programs (a native executable, or a script whose first line starts with #!). To run it with the shim, {instead}"
+    )]
+    NotAProgram {
+        /// The file.
+        path: PathBuf,
+        /// What it is, from its first bytes.
+        what: String,
+        /// What to run instead.
+        instead: String,
+    },
     /// The shim library cannot load into the program.
     #[error(
         "{program} is built for {} but the shim library is {}{}; the loader cannot inject it. Use a shim built for {} (pass it with --dylib), run the program's {} build, or skip this check with --skip-preflight",

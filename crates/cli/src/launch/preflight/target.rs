@@ -109,7 +109,8 @@ pub(super) fn check(
                 ));
             }
         }
-        Binary::Script { .. } | Binary::Unknown => {}
+        Binary::Unknown => warnings.extend(super::data::check(facts, program)?),
+        Binary::Script { .. } => {}
     }
     Ok(warnings)
 }

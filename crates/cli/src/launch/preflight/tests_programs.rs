@@ -265,3 +265,73 @@ fn lm_studio_is_refused_whatever_its_own_signature_says() {
     linux.os = Os::Linux;
     assert!(run(&facts, &linux).unwrap().is_empty());
 }
+
+#[test]
+fn a_data_file_is_no_program_and_is_named_by_its_format() {
+    use super::data::{Content, content};
+    let gguf = b"GGUF\x03\x00\x00\x00 and the rest of a model".to_vec();
+    let mut safetensors = 96u64.to_le_bytes().to_vec();
+    safetensors.extend(b"{\"__metadata__\":{}}");
+    for (head, what) in [
+        (gguf.as_slice(), "a GGUF model file"),
+        (safetensors.as_slice(), "a safetensors model file"),
+        (b"PK\x03\x04archive".as_slice(), "a ZIP archive"),
+        (b"\x1f\x8b\x08\x00".as_slice(), "a compressed archive"),
+    ] {
+        match content(head) {
+            Content::Data { what: found, .. } => assert!(found.starts_with(what), "{found}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert_eq!(content(b"#!/bin/sh\n"), Content::Program);
+    assert_eq!(content(&arm64_exe()), Content::Program);
+    assert_eq!(content(b"\x7fELF\x02\x01"), Content::Program);
+    assert_eq!(content(b"echo hello\n"), Content::Text);
+    assert_eq!(
+        content("caf\u{e9}".as_bytes()[..4].as_ref()),
+        Content::Text,
+        "a cut character"
+    );
+    assert_eq!(content(b"\x00\x01\x02\x03"), Content::Unknown);
+
+    // run's pre-flight: a model file is refused naming the file, its format and what to run.
+    let model = "/models/tiny.gguf";
+    let facts = mac(Sip::Enabled, arm64_exe()).file(model, 0, gguf.clone());
+    let err = run(&facts, &launch(model)).unwrap_err();
+    assert!(matches!(err, PreflightError::NotAProgram { .. }), "{err}");
+    let text = err.to_string();
+    for needle in [
+        "/models/tiny.gguf: not a program",
+        "a GGUF model file",
+        "capshim run -- llama-server -m /models/tiny.gguf",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing: {text}");
+    }
+    // Text without #!, and bytes of no known format: warned, not refused.
+    for (bytes, needle) in [
+        (b"echo hi\n".to_vec(), "text without a #! line"),
+        (
+            b"\x00\x01\x02\x03".to_vec(),
+            "neither a native executable nor a #! script",
+        ),
+    ] {
+        let facts = mac(Sip::Enabled, bytes);
+        let warnings = run(&facts, &launch(TOOL)).unwrap();
+        assert!(warnings[0].contains(needle), "{warnings:?}");
+    }
+
+    // Found without the execute bit: not "chmod +x" but what it is.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model.gguf");
+    std::fs::write(&file, &gguf).unwrap();
+    assert!(matches!(
+        resolve_program(file.as_os_str(), None),
+        Err(PreflightError::NotAProgram { .. })
+    ));
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "text").unwrap();
+    assert!(matches!(
+        resolve_program(notes.as_os_str(), None),
+        Err(PreflightError::NotExecutable(_))
+    ));
+}
