@@ -28,7 +28,7 @@ pub fn advice(program: &Path, loads: Option<bool>) -> Option<Check> {
         );
         return if in_app || refused {
             check(
-                "Ollama as Ollama ships it: signed with the hardened runtime".to_string(),
+                "Ollama signed with the hardened runtime, as Ollama ships it".to_string(),
                 &detail,
                 OLLAMA_WORKING_PATH.to_string(),
             )

@@ -224,7 +224,7 @@ fn ollama_the_app_and_the_command_line_server() {
     assert_eq!(preflight.status, Status::Fail);
     // run's own refusal: the app, the reason and the way that works.
     assert!(
-        preflight.detail.contains("Ollama as Ollama ships it")
+        preflight.detail.contains("as Ollama ships it")
             && preflight.detail.contains("What works")
             && preflight.detail.contains("capshim run -- ollama serve"),
         "{}",

@@ -11,10 +11,10 @@
 //!   `os.Environ()`), found beside `ollama` or in `lib/ollama`, and each MLX model in
 //!   `ollama runner --mlx-engine` (`x/mlxrunner/client.go`), again with `os.Environ()`: the
 //!   children inherit the shim under `--scope children`.
-//! - **LM Studio.** Signed by its developer (team `D65G88RHWN`) and notarized; its helper
-//!   processes use the hardened runtime with library validation (lmstudio-bug-tracker issue
-//!   1494), so an ad-hoc signed libcapshim cannot load into them whatever the app itself
-//!   accepts.
+//! - **LM Studio.** Signed by its developer (team `D65G88RHWN`, lmstudio-bug-tracker issues
+//!   1494 and 2290) and notarized; its helper processes use the hardened runtime with library
+//!   validation (issue 1494: the Plugin Helper lacks `disable-library-validation`), so an
+//!   ad-hoc signed libcapshim cannot load into them whatever the app itself accepts.
 
 use std::fmt;
 use std::path::Path;
@@ -45,7 +45,7 @@ impl fmt::Display for App {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             App::Ollama => f.write_str(
-                "Ollama as Ollama ships it (the app, or its release archive), signed by Ollama with the hardened runtime and no entitlements",
+                "Ollama signed with the hardened runtime, as Ollama ships it (its app and its release archive carry no entitlements)",
             ),
             App::LmStudio => write!(
                 f,

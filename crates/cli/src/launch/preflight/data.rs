@@ -104,7 +104,7 @@ pub(super) fn check(
     let shown = program.display();
     let warning = match facts.file_head(program).map(|head| content(&head)) {
         Ok(Content::Text) => format!(
-            "{shown} is text without a #! line: the system does not execute it itself, and only a shell's fallback runs it, with /bin/sh (which, on macOS, SIP protects or, with SIP off, dyld terminates under the shim); if it is a script, make its first line name its interpreter"
+            "{shown} is text without a #! line: the system does not execute it itself, and only a shell's fallback runs it, with /bin/sh; if it is a script, make its first line name its interpreter"
         ),
         Ok(Content::Unknown) => format!(
             "{shown} is neither a native executable nor a #! script, as far as capshim can read it; if it is not a program, the system will refuse to run it"
