@@ -362,6 +362,27 @@ mod tests {
         assert_eq!(Signature::parse(&[0xfa, 0xde]), None);
     }
 
+    #[test]
+    fn entitlements_stored_only_in_der_form_are_read() {
+        let both = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, true)]);
+        assert_eq!(
+            signature_of(&macho_der_signed(CS_RUNTIME, &both)).unwrap(),
+            Signature {
+                hardened_runtime: true,
+                allow_dyld_environment_variables: true,
+                disable_library_validation: true,
+                ..Default::default()
+            }
+        );
+        // False, and absent, are not true.
+        let one = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, false)]);
+        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &one)).unwrap();
+        assert!(sig.allow_dyld_environment_variables && !sig.disable_library_validation);
+        let none = der_entitlements(&[("com.apple.security.get-task-allow", true)]);
+        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &none)).unwrap();
+        assert!(!sig.allow_dyld_environment_variables && !sig.disable_library_validation);
+    }
+
     fn slice_of(bytes: &[u8]) -> Slice {
         match inspect(bytes) {
             Binary::Native { slices, .. } => slices[0].clone(),

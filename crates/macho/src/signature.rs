@@ -396,36 +396,7 @@ fn verify_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binary::{Binary, inspect};
-    use crate::testdata::{der, der_entitlements, macho_der_signed};
-
-    fn signature_of(bytes: &[u8]) -> Signature {
-        match inspect(bytes) {
-            Binary::Native { slices, .. } => slices[0].signature.clone().expect("signed"),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn entitlements_stored_only_in_der_form_are_read() {
-        let both = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, true)]);
-        assert_eq!(
-            signature_of(&macho_der_signed(CS_RUNTIME, &both)),
-            Signature {
-                hardened_runtime: true,
-                allow_dyld_environment_variables: true,
-                disable_library_validation: true,
-                ..Default::default()
-            }
-        );
-        // False, and absent, are not true.
-        let one = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, false)]);
-        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &one));
-        assert!(sig.allow_dyld_environment_variables && !sig.disable_library_validation);
-        let none = der_entitlements(&[("com.apple.security.get-task-allow", true)]);
-        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &none));
-        assert!(!sig.allow_dyld_environment_variables && !sig.disable_library_validation);
-    }
+    use crate::testdata::der;
 
     #[test]
     fn the_der_walk_skips_other_values_and_refuses_what_is_not_the_format() {
