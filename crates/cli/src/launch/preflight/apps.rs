@@ -17,7 +17,7 @@
 //!   ad-hoc signed libcapshim cannot load into them whatever the app itself accepts.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::PreflightError;
 use crate::platform::facts::SystemFacts;
@@ -89,14 +89,36 @@ fn recognise(facts: &dyn SystemFacts, program: &Path) -> Option<App> {
     }
 }
 
+/// Where Ollama on macOS looks for the `llama-server` it starts, relative to its real
+/// executable (ollama `llm/llama_binary.go`, `llamaCppBinaryCandidates`, darwin): beside it,
+/// in `lib/ollama` under its folder, and in `../lib/ollama` (a Homebrew or CMake install).
+/// Ollama also looks in its build and working folders; those are not followed here.
+fn ollama_llama_servers(program: &Path) -> Vec<PathBuf> {
+    let real = program
+        .canonicalize()
+        .unwrap_or_else(|_| program.to_path_buf());
+    let Some(folder) = real.parent() else {
+        return Vec::new();
+    };
+    let mut found = vec![
+        folder.join("llama-server"),
+        folder.join("lib/ollama/llama-server"),
+    ];
+    found.extend(folder.parent().map(|up| up.join("lib/ollama/llama-server")));
+    found
+}
+
 /// Turns the outcome of the program's own checks into a refusal naming the app, its reason
 /// and the way that works, for a known app: LM Studio always (its helpers refuse the
 /// library whatever the program says), Ollama when its checks refused it (a copy re-signed
-/// without the hardened runtime, or built from source, is let through).
+/// without the hardened runtime, or built from source, is let through). An Ollama that is
+/// let through gets a warning for each `llama-server` where it looks for one that
+/// `check_child` refuses: the GGUF models would then run without the shim.
 pub(super) fn check(
     facts: &dyn SystemFacts,
     program: &Path,
     outcome: Result<Vec<String>, PreflightError>,
+    check_child: &dyn Fn(&Path) -> Result<Vec<String>, PreflightError>,
 ) -> Result<Vec<String>, PreflightError> {
     let Some(app) = recognise(facts, program) else {
         return outcome;
@@ -109,6 +131,21 @@ pub(super) fn check(
     match (app, outcome) {
         (_, Err(PreflightError::WillNotLoad { restriction, .. })) => Err(known(Some(restriction))),
         (App::LmStudio, Ok(_)) => Err(known(None)),
+        (App::Ollama, Ok(mut warnings)) => {
+            for child in ollama_llama_servers(program) {
+                if facts.file_mode(&child).is_err() {
+                    continue;
+                }
+                if let Err(refusal) = check_child(&child) {
+                    warnings.push(format!(
+                        "{} starts {} for GGUF models, and the shim will not load there, so those models run without it: {refusal}",
+                        program.display(),
+                        child.display()
+                    ));
+                }
+            }
+            Ok(warnings)
+        }
         (_, outcome) => outcome,
     }
 }

@@ -234,7 +234,8 @@ pub fn check(facts: &dyn SystemFacts, launch: &Launch<'_>) -> Result<Vec<String>
         };
         let outcome = target::check(facts, &subject, launch.program, &sip);
         let outcome = if launch.os == Os::MacOs {
-            apps::check(facts, launch.program, outcome)
+            let child = |child: &Path| target::check(facts, &subject, child, &sip);
+            apps::check(facts, launch.program, outcome, &child)
         } else {
             outcome
         };

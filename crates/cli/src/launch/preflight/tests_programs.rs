@@ -224,6 +224,25 @@ fn ollama_as_it_ships_is_refused_with_the_way_that_works() {
             "{program}"
         );
     }
+    // An Ollama that accepts the shim, whose llama-server does not: warned, since its GGUF
+    // models would run without the shim; with an ad-hoc llama-server, nothing to say.
+    let brew = "/opt/homebrew/bin/ollama";
+    let child = "/opt/homebrew/lib/ollama/llama-server";
+    let facts = mac(Sip::Enabled, arm64_exe())
+        .file(brew, 0, arm64_exe())
+        .file(child, 0, hardened("OLLAMA1234"));
+    let warnings = run(&facts, &launch(brew)).unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!("{brew} starts {child} for GGUF models"))
+            && warnings[0].contains("hardened runtime"),
+        "{warnings:?}"
+    );
+    let facts = mac(Sip::Enabled, arm64_exe())
+        .file(brew, 0, arm64_exe())
+        .file(child, 0, arm64_exe())
+        .file("/opt/homebrew/bin/llama-server", 0, arm64_exe());
+    assert!(run(&facts, &launch(brew)).unwrap().is_empty());
     // Another hardened program is refused in general words, without Ollama's.
     let facts = mac(Sip::Enabled, hardened("OLLAMA1234"));
     assert!(matches!(
