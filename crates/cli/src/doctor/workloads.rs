@@ -27,8 +27,13 @@ pub fn advice(program: &Path, loads: Option<bool>) -> Option<Check> {
             "Ollama runs each model in a child process: {OLLAMA_CHILDREN}, so keep --scope children (the default) for the shim to reach it. Ollama's own releases (the app, and its release archive) are signed with the hardened runtime and no entitlements, which macOS answers by ignoring DYLD_INSERT_LIBRARIES; `capshim run` and `agent` refuse them (the pre-flight line). Homebrew's `ollama` is built from source and not hardened."
         );
         return if in_app || refused {
+            let summary = if in_app {
+                "Ollama's app: signed with the hardened runtime, as Ollama ships it"
+            } else {
+                "Ollama: `capshim run` refuses this copy (program.preflight says why)"
+            };
             check(
-                "Ollama signed with the hardened runtime, as Ollama ships it".to_string(),
+                summary.to_string(),
                 &detail,
                 OLLAMA_WORKING_PATH.to_string(),
             )

@@ -78,8 +78,8 @@ pub enum PreflightError {
     /// The file exists but cannot be executed.
     #[error("{0}: not an executable file; check its permissions (chmod +x) or the path")]
     NotExecutable(PathBuf),
-    /// The file is no program the system can execute: a model or other data file, or text
-    /// without a `#!` line ([`not_a_program`]).
+    /// The file is no program the system can execute but a data format capshim recognises,
+    /// such as a model file ([`not_a_program`]).
     #[error(
         "{path}: not a program: it is {what}, and the system executes only programs (a native executable, or a script whose first line starts with #!). To run it with the shim, {instead}"
     )]
