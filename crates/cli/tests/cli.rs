@@ -37,7 +37,7 @@ fn run_and_agent_word_their_shared_shim_options_for_what_they_launch() {
         (
             "agent",
             [
-                "Absolute path of libcapshim.dylib (default: searched like `capshim run` does)",
+                "Path of libcapshim.dylib, made absolute if relative (default: searched like `capshim run` does)",
                 "Whether the program's children inherit the shim",
                 "(default: the program's own name)",
                 "What the shim logs on stderr (default: activation)",

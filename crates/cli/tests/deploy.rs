@@ -257,3 +257,81 @@ fn agent_refuses_a_dylib_path_dyld_would_split() {
                 .and(predicate::str::contains("move or copy")),
         );
 }
+
+#[test]
+fn agent_makes_a_relative_dylib_absolute_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = capshim()
+        .current_dir(dir.path())
+        .args([
+            "agent",
+            "--label",
+            "com.example.x",
+            "--dylib",
+            "lib/libcapshim.dylib",
+            "--",
+            "/opt/x",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "note: --dylib lib/libcapshim.dylib is relative; the agent uses",
+        ))
+        .get_output()
+        .stdout
+        .clone();
+    let value = plist::Value::from_reader_xml(out.as_slice()).unwrap();
+    let env = value.as_dictionary().unwrap()["EnvironmentVariables"]
+        .as_dictionary()
+        .unwrap()
+        .clone();
+    let expected = dir.path().join("lib/libcapshim.dylib");
+    assert_eq!(
+        env["DYLD_INSERT_LIBRARIES"].as_string(),
+        Some(expected.to_str().unwrap())
+    );
+}
+
+#[cfg(not(target_os = "macos"))]
+#[test]
+fn agent_install_off_macos_says_nothing_will_start_it() {
+    let home = tempfile::tempdir().unwrap();
+    capshim()
+        .env("HOME", home.path())
+        .args([
+            "agent",
+            "--label",
+            "com.example.job",
+            "--dylib",
+            DYLIB,
+            "--install",
+            "--",
+            "/opt/tool",
+        ])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("warning: this is")
+                .and(predicate::str::contains("not macOS"))
+                .and(predicate::str::contains("nothing will start this agent")),
+        );
+    assert!(
+        home.path()
+            .join("Library/LaunchAgents/com.example.job.plist")
+            .is_file()
+    );
+    // Printing the plist (to copy to a Mac) needs no warning.
+    capshim()
+        .args([
+            "agent",
+            "--label",
+            "com.example.job",
+            "--dylib",
+            DYLIB,
+            "--",
+            "/opt/tool",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("nothing will start this agent").not());
+}

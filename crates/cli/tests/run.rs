@@ -206,6 +206,18 @@ fn unknown_and_unexecutable_commands_exit_like_a_shell() {
         .assert()
         .code(126)
         .stderr(predicate::str::contains("not an executable file"));
+    // A model file given as the command: named as what it is, with what to run instead.
+    let model = dir.path().join("model.gguf");
+    std::fs::write(&model, b"GGUF\x03\x00\x00\x00").unwrap();
+    capshim()
+        .args(["run", "--profile", "stock", "--"])
+        .arg(&model)
+        .assert()
+        .code(126)
+        .stderr(
+            predicate::str::contains("model.gguf: not a program: it is a GGUF model file")
+                .and(predicate::str::contains("llama-server -m")),
+        );
 }
 
 #[test]

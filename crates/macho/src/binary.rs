@@ -32,6 +32,11 @@ pub struct Slice {
     /// restricted and ignores `DYLD_*` variables (dyld `hasRestrictedSegment`,
     /// `UnsafeHeader::isRestricted`).
     pub restrict_section: bool,
+    /// It is FairPlay-encrypted (Mach-O only): its first `LC_ENCRYPTION_INFO` or
+    /// `LC_ENCRYPTION_INFO_64` has `cryptid` 1, which the App Store sets (dyld
+    /// `UnsafeHeader::isFairPlayEncrypted`). dyld tells AMFI so, and the process gets no
+    /// `DYLD_*` variables (docs/apple-runtime.md, rule 11).
+    pub fairplay_encrypted: bool,
     /// capshim's version record, when the file carries one (only libcapshim does): the
     /// version of capshim that built it ([`crate::record`]).
     pub version_record: Option<String>,
@@ -74,6 +79,7 @@ fn thin_slice<'data, Mach: MachHeader, R: ReadRef<'data>>(data: R, offset: u64) 
         shared_library: header.filetype(endian) == macho::MH_DYLIB,
         signature: Signature::read::<Mach, R>(header, endian, data, offset),
         restrict_section: has_restrict_section::<Mach, R>(header, endian, data, offset),
+        fairplay_encrypted: fairplay_encrypted::<Mach, R>(header, endian, data, offset),
         version_record: crate::record::macho_record::<Mach, R>(header, endian, data, offset),
     })
 }
@@ -113,6 +119,31 @@ fn has_restrict_section<'data, Mach: MachHeader, R: ReadRef<'data>>(
     false
 }
 
+/// Whether the first encryption load command (`LC_ENCRYPTION_INFO` or
+/// `LC_ENCRYPTION_INFO_64`, whichever comes first, as dyld's
+/// `findFairPlayEncryptionLoadCommand` takes it) has `cryptid` 1: dyld's
+/// `isFairPlayEncrypted` counts exactly that value ("cryptid is 0 in just-built apps. The
+/// AppStore sets cryptid to 1"). Unreadable load commands count as not encrypted.
+fn fairplay_encrypted<'data, Mach: MachHeader, R: ReadRef<'data>>(
+    header: &Mach,
+    endian: Mach::Endian,
+    data: R,
+    offset: u64,
+) -> bool {
+    use object::read::macho::LoadCommandVariant;
+    let Ok(mut commands) = header.load_commands(endian, data, offset) else {
+        return false;
+    };
+    while let Ok(Some(command)) = commands.next() {
+        match command.variant() {
+            Ok(LoadCommandVariant::EncryptionInfo32(info)) => return info.cryptid.get(endian) == 1,
+            Ok(LoadCommandVariant::EncryptionInfo64(info)) => return info.cryptid.get(endian) == 1,
+            _ => {}
+        }
+    }
+    false
+}
+
 fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Vec<Slice> {
     arches
         .iter()
@@ -133,6 +164,7 @@ fn fat_slices<'data, F: FatArch, R: ReadRef<'data>>(data: R, arches: &[F]) -> Ve
                 shared_library: false,
                 signature: None,
                 restrict_section: false,
+                fairplay_encrypted: false,
                 version_record: None,
             });
             // The fat table is what the loader matches on.
@@ -189,6 +221,7 @@ fn elf<'data, Elf: FileHeader<Endian = object::Endianness>, R: ReadRef<'data>>(d
             shared_library: header.e_type(endian) == object::elf::ET_DYN,
             signature: None,
             restrict_section: false,
+            fairplay_encrypted: false,
             version_record: crate::record::elf_record::<Elf, R>(header, endian, data),
         }],
     }
@@ -329,6 +362,27 @@ mod tests {
         assert_eq!(Signature::parse(&[0xfa, 0xde]), None);
     }
 
+    #[test]
+    fn entitlements_stored_only_in_der_form_are_read() {
+        let both = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, true)]);
+        assert_eq!(
+            signature_of(&macho_der_signed(CS_RUNTIME, &both)).unwrap(),
+            Signature {
+                hardened_runtime: true,
+                allow_dyld_environment_variables: true,
+                disable_library_validation: true,
+                ..Default::default()
+            }
+        );
+        // False, and absent, are not true.
+        let one = der_entitlements(&[(ALLOW_DYLD_ENV, true), (DISABLE_LIBRARY_VALIDATION, false)]);
+        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &one)).unwrap();
+        assert!(sig.allow_dyld_environment_variables && !sig.disable_library_validation);
+        let none = der_entitlements(&[("com.apple.security.get-task-allow", true)]);
+        let sig = signature_of(&macho_der_signed(CS_RUNTIME, &none)).unwrap();
+        assert!(!sig.allow_dyld_environment_variables && !sig.disable_library_validation);
+    }
+
     fn slice_of(bytes: &[u8]) -> Slice {
         match inspect(bytes) {
             Binary::Native { slices, .. } => slices[0].clone(),
@@ -406,6 +460,31 @@ mod tests {
         let sig = signed(CS_RUNTIME, Some(""));
         assert!(sig.hardened_runtime);
         assert_eq!(sig.team_id, None, "an empty team is no team");
+    }
+
+    #[test]
+    fn fairplay_encryption_is_cryptid_one_as_dyld_counts_it() {
+        let encrypted_of = |bytes: &[u8]| slice_of(bytes).fairplay_encrypted;
+        assert!(encrypted_of(&encrypted(1, None)));
+        // A just-built app has the command with cryptid 0; dyld counts only 1.
+        assert!(!encrypted_of(&encrypted(0, None)));
+        assert!(!encrypted_of(&encrypted(2, None)));
+        assert!(!encrypted_of(&macho(
+            macho::CPU_TYPE_ARM64,
+            0,
+            macho::MH_EXECUTE,
+            None
+        )));
+        // With a signature after it, still read.
+        let signed = encrypted(
+            1,
+            Some(SignatureSpec {
+                flags: CS_RUNTIME,
+                ..SignatureSpec::default()
+            }),
+        );
+        assert!(encrypted_of(&signed));
+        assert!(slice_of(&signed).signature.unwrap().hardened_runtime);
     }
 
     /// Each slice's version record.

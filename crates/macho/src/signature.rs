@@ -8,7 +8,9 @@
 //! Layout from Apple's open-source `cs_blobs.h` (xnu): `LC_CODE_SIGNATURE` points at a
 //! big-endian SuperBlob (magic 0xfade0cc0) whose index lists (slot type, offset) pairs; the
 //! CodeDirectory (magic 0xfade0c02, slot 0) has `flags` at byte 12 (`CS_RUNTIME` = 0x10000
-//! is the hardened runtime), and the XML entitlements blob has magic 0xfade7171.
+//! is the hardened runtime), the XML entitlements blob has magic 0xfade7171 (slot 5), and
+//! the DER entitlements blob magic 0xfade7172 (slot 7). `codesign` writes both today; a
+//! signature may carry the DER form only, so both are read ([`der_entitlement_true`]).
 
 use object::read::macho::MachHeader;
 use object::{ReadRef, macho};
@@ -22,6 +24,8 @@ pub const CSMAGIC_EMBEDDED_SIGNATURE: u32 = 0xfade_0cc0;
 pub const CSMAGIC_CODEDIRECTORY: u32 = 0xfade_0c02;
 /// An XML entitlements blob.
 pub const CSMAGIC_EMBEDDED_ENTITLEMENTS: u32 = 0xfade_7171;
+/// A DER entitlements blob (`CSMAGIC_EMBEDDED_DER_ENTITLEMENTS`, xnu `cs_blobs.h`).
+pub const CSMAGIC_EMBEDDED_DER_ENTITLEMENTS: u32 = 0xfade_7172;
 /// The index slot of the (first) CodeDirectory.
 pub const CSSLOT_CODEDIRECTORY: u32 = 0;
 /// CodeDirectory flag: signed without a certificate.
@@ -152,6 +156,15 @@ impl Signature {
                     signature.allow_dyld_environment_variables |= yes(ALLOW_DYLD_ENV);
                     signature.disable_library_validation |= yes(DISABLE_LIBRARY_VALIDATION);
                 }
+                Some(CSMAGIC_EMBEDDED_DER_ENTITLEMENTS) => {
+                    let length = be32(blob, offset + 4).unwrap_or(0) as usize;
+                    let Some(der) = blob.get(offset + 8..offset.saturating_add(length)) else {
+                        continue;
+                    };
+                    let yes = |key: &str| der_entitlement_true(der, key) == Some(true);
+                    signature.allow_dyld_environment_variables |= yes(ALLOW_DYLD_ENV);
+                    signature.disable_library_validation |= yes(DISABLE_LIBRARY_VALIDATION);
+                }
                 _ => {}
             }
         }
@@ -181,6 +194,82 @@ impl Signature {
         }
         None
     }
+}
+
+/// DER tag of the whole entitlements value: `CCDER_ENTITLEMENTS`, i.e. APPLICATION,
+/// constructed, number 16 (xnu `EXTERNAL_HEADERS/CoreEntitlements/CoreEntitlementsPriv.h`).
+const DER_ENTITLEMENTS: u8 = 0x70;
+/// DER tag of a dictionary in entitlements: CONTEXT-SPECIFIC, constructed, number 16
+/// (`CCDER_ENTITLEMENTS_DICT`, the "second element" CoreEntitlements requires).
+const DER_DICTIONARY: u8 = 0xb0;
+/// DER universal tags used by the format.
+const DER_INTEGER: u8 = 0x02;
+const DER_BOOLEAN: u8 = 0x01;
+const DER_SEQUENCE: u8 = 0x30;
+const DER_UTF8_STRING: u8 = 0x0c;
+
+/// One DER element at the start of `bytes`: (tag, contents, the bytes after it). `None`
+/// for what DER does not allow or the format never uses: a multi-byte tag, an indefinite
+/// length, a length longer than 4 bytes or than what is left.
+fn der_element(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = bytes.split_first()?;
+    if tag & 0x1f == 0x1f {
+        return None;
+    }
+    let (&first, rest) = rest.split_first()?;
+    let (length, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 {
+            return None;
+        }
+        let (digits, rest) = rest.split_at_checked(count)?;
+        let length = digits
+            .iter()
+            .fold(0usize, |acc, &digit| (acc << 8) | usize::from(digit));
+        (length, rest)
+    };
+    let (contents, rest) = rest.split_at_checked(length)?;
+    Some((tag, contents, rest))
+}
+
+/// The value of the top-level boolean entitlement `key` in a DER entitlements blob's
+/// payload (after its 8-byte header): `Some(true)` or `Some(false)` for a boolean,
+/// `None` when the key is absent, not a boolean, or the payload is not the format.
+///
+/// The format (CoreEntitlements, as `codesign` writes it): `[APPLICATION 16] { INTEGER
+/// version, [CONTEXT 16] { SEQUENCE { UTF8String key, value } ... } }`; a boolean value is
+/// DER's `BOOLEAN`, true being 0xff. Only a lookup of two known top-level keys is needed,
+/// so this walks the elements rather than decode every type a property list can hold
+/// (which would need a general DER library for no gain).
+pub fn der_entitlement_true(payload: &[u8], key: &str) -> Option<bool> {
+    let (tag, body, _) = der_element(payload)?;
+    if tag != DER_ENTITLEMENTS {
+        return None;
+    }
+    let (tag, _version, rest) = der_element(body)?;
+    if tag != DER_INTEGER {
+        return None;
+    }
+    let (tag, mut entries, _) = der_element(rest)?;
+    if tag != DER_DICTIONARY {
+        return None;
+    }
+    while !entries.is_empty() {
+        let (tag, entry, rest) = der_element(entries)?;
+        entries = rest;
+        if tag != DER_SEQUENCE {
+            return None;
+        }
+        let (tag, name, value) = der_element(entry)?;
+        if tag != DER_UTF8_STRING || name != key.as_bytes() {
+            continue;
+        }
+        let (tag, contents, _) = der_element(value)?;
+        return (tag == DER_BOOLEAN && contents.len() == 1).then(|| contents[0] == 0xff);
+    }
+    None
 }
 
 /// The team identifier of the CodeDirectory at the start of `cd`, when its version has one
@@ -302,4 +391,54 @@ fn verify_pages(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::der;
+
+    #[test]
+    fn the_der_walk_skips_other_values_and_refuses_what_is_not_the_format() {
+        // A string and an array before the key; a dictionary long enough for a long-form
+        // length.
+        let entry =
+            |key: &str, value: Vec<u8>| der(0x30, &[der(0x0c, key.as_bytes()), value].concat());
+        let dictionary = [
+            entry("com.apple.application-identifier", der(0x0c, b"TEAM.app")),
+            entry(
+                "com.apple.security.application-groups",
+                der(0x30, &der(0x0c, b"group.example")),
+            ),
+            entry(ALLOW_DYLD_ENV, der(0x01, &[0xff])),
+        ]
+        .concat();
+        assert!(dictionary.len() > 127);
+        let payload = der(0x70, &[der(0x02, &[1]), der(0xb0, &dictionary)].concat());
+        assert_eq!(der_entitlement_true(&payload, ALLOW_DYLD_ENV), Some(true));
+        assert_eq!(
+            der_entitlement_true(&payload, DISABLE_LIBRARY_VALIDATION),
+            None
+        );
+        assert_eq!(
+            der_entitlement_true(&payload, "com.apple.application-identifier"),
+            None,
+            "a string is not a boolean"
+        );
+        // Not the format: another outer tag, a missing version, a cut-off length, XML.
+        let wrong_outer = der(0x30, &[der(0x02, &[1]), der(0xb0, &dictionary)].concat());
+        assert_eq!(der_entitlement_true(&wrong_outer, ALLOW_DYLD_ENV), None);
+        let no_version = der(0x70, &der(0xb0, &dictionary));
+        assert_eq!(der_entitlement_true(&no_version, ALLOW_DYLD_ENV), None);
+        assert_eq!(
+            der_entitlement_true(&payload[..payload.len() - 1], ALLOW_DYLD_ENV),
+            None
+        );
+        assert_eq!(der_entitlement_true(b"<?xml", ALLOW_DYLD_ENV), None);
+        assert_eq!(
+            der_entitlement_true(&[0x70, 0x80], ALLOW_DYLD_ENV),
+            None,
+            "indefinite length"
+        );
+    }
 }

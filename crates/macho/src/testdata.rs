@@ -43,7 +43,72 @@ pub struct SignatureSpec<'a> {
     pub team_id: Option<&'a str>,
 }
 
+/// One DER element: `tag`, its length (short or long form), `contents`.
+pub fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let length = contents.len();
+    if length < 0x80 {
+        out.push(length as u8);
+    } else {
+        let digits = (length as u32).to_be_bytes();
+        let skip = digits.iter().take_while(|d| **d == 0).count();
+        out.push(0x80 | (4 - skip) as u8);
+        out.extend(&digits[skip..]);
+    }
+    out.extend(contents);
+    out
+}
+
+/// The payload of a DER entitlements blob as `codesign` writes it (CoreEntitlements:
+/// `[APPLICATION 16] { INTEGER 1, [CONTEXT 16] { SEQUENCE { UTF8String key, value } ... } }`,
+/// keys sorted), each key with a boolean value.
+pub fn der_entitlements(entries: &[(&str, bool)]) -> Vec<u8> {
+    let mut sorted = entries.to_vec();
+    sorted.sort();
+    let dictionary: Vec<u8> = sorted
+        .iter()
+        .flat_map(|(key, value)| {
+            let value = der(0x01, &[if *value { 0xff } else { 0 }]);
+            der(0x30, &[der(0x0c, key.as_bytes()), value].concat())
+        })
+        .collect();
+    der(0x70, &[der(0x02, &[1]), der(0xb0, &dictionary)].concat())
+}
+
+/// A thin 64-bit arm64 executable signed with CodeDirectory `flags` and, as its only
+/// entitlements, the DER blob (magic 0xfade7172, slot 7) holding `der_payload`
+/// ([`der_entitlements`]).
+pub fn macho_der_signed(flags: u32, der_payload: &[u8]) -> Vec<u8> {
+    let mut blob = Vec::new();
+    blob.extend(0xfade_7172u32.to_be_bytes());
+    blob.extend((8 + der_payload.len() as u32).to_be_bytes());
+    blob.extend(der_payload);
+    let spec = SignatureSpec {
+        flags,
+        ..SignatureSpec::default()
+    };
+    let signature = superblob_with(spec, vec![(7, blob)]);
+    macho_raw(0x0100_000c, 0, 2, Vec::new(), Some(signature))
+}
+
+/// A thin 64-bit arm64 executable with an `LC_ENCRYPTION_INFO_64` whose `cryptid` is
+/// given (the App Store sets 1; a just-built app has 0), and a signature when given.
+pub fn encrypted(cryptid: u32, signature: Option<SignatureSpec<'_>>) -> Vec<u8> {
+    let mut command = Vec::new();
+    // cmd, cmdsize, cryptoff, cryptsize, cryptid, pad
+    for word in [0x2cu32, 24, 0x4000, 0x4000, cryptid, 0] {
+        command.extend(word.to_le_bytes());
+    }
+    macho_raw(0x0100_000c, 0, 2, vec![command], signature.map(superblob))
+}
+
 fn superblob(spec: SignatureSpec<'_>) -> Vec<u8> {
+    superblob_with(spec, Vec::new())
+}
+
+/// A SuperBlob with the CodeDirectory and XML entitlements of `spec`, then `extra` blobs as
+/// (slot, blob).
+fn superblob_with(spec: SignatureSpec<'_>, extra: Vec<(u32, Vec<u8>)>) -> Vec<u8> {
     let mut cd = Vec::new();
     let version: u32 = if spec.team_id.is_some() {
         0x0002_0200
@@ -70,6 +135,7 @@ fn superblob(spec: SignatureSpec<'_>) -> Vec<u8> {
         blob.extend(xml.as_bytes());
         blobs.push((5, blob));
     }
+    blobs.extend(extra);
     let header_len = 12 + 8 * blobs.len();
     let mut out = Vec::new();
     out.extend(0xfade_0cc0u32.to_be_bytes());
@@ -136,12 +202,30 @@ pub fn macho_with(
     sections: &[(&str, &str)],
     signature: Option<SignatureSpec<'_>>,
 ) -> Vec<u8> {
-    let mut commands: Vec<u8> = sections
+    let commands = sections
         .iter()
-        .flat_map(|(seg, sect)| segment(seg, sect))
+        .map(|(seg, sect)| segment(seg, sect))
         .collect();
-    let mut ncmds = sections.len() as u32;
-    let blob = signature.map(superblob);
+    macho_raw(
+        cputype,
+        cpusubtype,
+        filetype,
+        commands,
+        signature.map(superblob),
+    )
+}
+
+/// A thin 64-bit Mach-O with a header, these load commands, and an `LC_CODE_SIGNATURE`
+/// pointing at `blob` (a SuperBlob) when given.
+fn macho_raw(
+    cputype: u32,
+    cpusubtype: u32,
+    filetype: u32,
+    commands: Vec<Vec<u8>>,
+    blob: Option<Vec<u8>>,
+) -> Vec<u8> {
+    let mut ncmds = commands.len() as u32;
+    let mut commands: Vec<u8> = commands.concat();
     if blob.is_some() {
         ncmds += 1;
     }

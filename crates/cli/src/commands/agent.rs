@@ -21,7 +21,9 @@ Prints the property list (launchd.plist) on stdout, or with --install writes it 
 ~/Library/LaunchAgents/LABEL.plist (never replacing an existing file unless --force) and
 prints the launchctl commands to load, restart and unload it. ProgramArguments holds one
 entry per argument; EnvironmentVariables holds only the shim's CAPSHIM_* variables and
-DYLD_INSERT_LIBRARIES. The program, the library and the log paths must be absolute.
+DYLD_INSERT_LIBRARIES. The program and the log paths must be absolute; a relative --dylib
+is made absolute from the current folder (a note says so). On a system that is not macOS,
+--install still writes the file but warns that nothing there will start it.
 
 Examples:
   capshim agent --label com.example.llama-server --profile native \\
@@ -31,12 +33,13 @@ Examples:
 
 Exit codes:
   0  written (or printed)
-  1  error: bad label, relative path, the agent file exists without --force, bad profile
+  1  error: bad label, relative path, the agent file exists without --force, bad profile,
+     the program refused by the pre-flight checks (as capshim run refuses it)
   2  usage error")]
 // The shared shim options (ShimArgs), worded for agent's program.
 #[command(
     mut_arg("dylib", |a| a.help(
-        "Absolute path of libcapshim.dylib (default: searched like `capshim run` does)"
+        "Path of libcapshim.dylib, made absolute if relative (default: searched like `capshim run` does)"
     )),
     mut_arg("scope", |a| a.help("Whether the program's children inherit the shim")),
     mut_arg("only_process", |a| a.help(
@@ -97,15 +100,36 @@ fn absolute(what: &'static str, path: &Option<PathBuf>) -> Result<(), AgentError
     path.as_deref().map_or(Ok(()), |p| check_absolute(what, p))
 }
 
+/// `--dylib` as the agent must name it: a relative path is taken from the current folder
+/// and made absolute (launchd starts agents from /), with a note saying so.
+fn absolute_dylib(dylib: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    let given = match dylib {
+        Some(given) if given.is_relative() => given,
+        other => return Ok(other),
+    };
+    let made = std::path::absolute(&given).with_context(|| {
+        format!(
+            "--dylib {}: cannot make it absolute (the current folder is unreadable); give the full path",
+            given.display()
+        )
+    })?;
+    crate::term::note(format!(
+        "--dylib {} is relative; the agent uses {} (launchd starts agents from /)",
+        given.display(),
+        made.display()
+    ));
+    Ok(Some(made))
+}
+
 /// Runs `capshim agent`.
-pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
+pub fn execute(mut args: AgentArgs) -> anyhow::Result<ExitCode> {
     check_label(&args.label)?;
     let program = Path::new(&args.program[0]);
     check_absolute("the program", program)?;
     absolute("--stdout", &args.stdout)?;
     absolute("--stderr", &args.stderr)?;
     absolute("--status-file", &args.status_file)?;
-    absolute("--dylib", &args.shim.dylib)?;
+    args.shim.dylib = absolute_dylib(args.shim.dylib.take())?;
 
     let resolved = args.profile.resolve()?;
     let Some(profile) = resolved.profile else {
@@ -177,6 +201,14 @@ pub fn execute(args: AgentArgs) -> anyhow::Result<ExitCode> {
             agent.label
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    if Os::current() != Os::MacOs {
+        // Written anyway (the file is right for a Mac, and the rules for writing it are the
+        // same), but nothing here will ever read it.
+        crate::term::warning(format!(
+            "this is {}, not macOS: launchd, which reads ~/Library/LaunchAgents, does not exist here, so nothing will start this agent on this machine. Install it in the macOS guest (rerun this command there, or copy the plist capshim agent prints without --install)",
+            std::env::consts::OS
+        ));
     }
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())

@@ -45,9 +45,12 @@ given, the first found of: next to the capshim executable; ../lib/capshim/ besid
 
 Before running, capshim checks that the command exists and is executable, that the library's
 architecture can load into it, and on macOS that the shim will load: it refuses a quarantined
-library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restricted programs,
-hardened-runtime programs without the com.apple.security.cs.allow-dyld-environment-variables
-entitlement or with library validation, and, while System Integrity Protection is on, programs
+library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restricted programs
+(App Store programs among them: their encryption makes them restricted), hardened-runtime
+programs without the com.apple.security.cs.allow-dyld-environment-variables entitlement or
+with library validation (a framework Python's launcher is checked with the Python.app
+interpreter it re-execs), Ollama's own app and release archive and LM Studio (each refusal
+names the way that works, e.g. Homebrew's ollama), and, while System Integrity Protection is on, programs
 under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
 them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off it warns that Apple's own (arm64e)
 programs the command starts will be terminated by dyld. --skip-preflight skips the checks of
@@ -65,7 +68,8 @@ Exit codes:
   2    usage error (bad options)
   125  capshim failed before running the command (bad profile, shim library missing, of the
        wrong format or architecture, quarantined, or refused by the command's restrictions)
-  126  the command was found but cannot be executed
+  126  the command was found but cannot be executed (also: it is a model or other data
+       file, not a program)
   127  the command was not found")]
 pub struct RunArgs {
     #[command(flatten)]
@@ -106,7 +110,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let path_var = std::env::var_os("PATH");
     let program = match preflight::resolve_program(command, path_var.as_deref()) {
         Ok(p) => p,
-        Err(e @ PreflightError::NotExecutable(_)) => return Ok(fail(EXIT_NOT_EXECUTABLE, e)),
+        Err(e @ (PreflightError::NotExecutable(_) | PreflightError::NotAProgram { .. })) => {
+            return Ok(fail(EXIT_NOT_EXECUTABLE, e));
+        }
         Err(e) => return Ok(fail(EXIT_NOT_FOUND, e)),
     };
 
@@ -134,6 +140,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
                     for w in warnings {
                         crate::term::warning(w);
                     }
+                }
+                Err(e @ PreflightError::NotAProgram { .. }) => {
+                    return Ok(fail(EXIT_NOT_EXECUTABLE, e));
                 }
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             }

@@ -4,14 +4,14 @@
 //! what to do for known workloads ([`super::workloads`]).
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::gather::Gathered;
 use super::library::Library;
 use super::workloads;
 use super::{Check, Status};
 use crate::launch::environment::ScopeArg;
-use crate::launch::preflight::{self, Launch};
+use crate::launch::preflight::{self, Launch, PreflightError, framework_interpreter};
 use crate::platform::facts::SystemFacts;
 
 /// `program.found`, `program.preflight`, and where they apply `program.python` and
@@ -26,13 +26,21 @@ pub fn checks(
     let Some(first) = command.first() else {
         return Vec::new();
     };
-    let program = match preflight::resolve_program(first, path_var) {
+    let program = match preflight::resolve_program(first, path_var)
+        .and_then(|program| preflight::not_a_program(facts, &program).map_or(Ok(program), Err))
+    {
         Ok(program) => program,
         Err(e) => {
+            let summary = match &e {
+                PreflightError::NotAProgram { path, what, .. } => {
+                    format!("{}: not a program: {what}", path.display())
+                }
+                _ => format!("{}: cannot run it", first.to_string_lossy()),
+            };
             return vec![Check::with(
                 "program.found",
                 Status::Fail,
-                format!("{}: cannot run it", first.to_string_lossy()),
+                summary,
                 e.to_string(),
                 e.to_string(),
             )];
@@ -118,25 +126,6 @@ fn preflight_check(
             Some(false),
         ),
     }
-}
-
-/// The interpreter a framework Python's launcher re-execs in the same process: for
-/// `…/Python.framework/Versions/V/bin/python3.x` (python.org and Homebrew Pythons, and venvs
-/// whose `python` links there), `…/Python.framework/Versions/V/Resources/Python.app/Contents/MacOS/Python`.
-pub fn framework_interpreter(program: &Path) -> Option<PathBuf> {
-    let real = program
-        .canonicalize()
-        .unwrap_or_else(|_| program.to_path_buf());
-    let named = |path: &Path, name: &str| path.file_name().is_some_and(|n| n == name);
-    if !real.file_name()?.to_str()?.starts_with("python") {
-        return None;
-    }
-    let bin = real.parent()?;
-    let version = bin.parent()?;
-    let versions = version.parent()?;
-    let framework = versions.parent()?;
-    (named(bin, "bin") && named(versions, "Versions") && named(framework, "Python.framework"))
-        .then(|| version.join("Resources/Python.app/Contents/MacOS/Python"))
 }
 
 fn python_check(

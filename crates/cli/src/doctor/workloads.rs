@@ -1,16 +1,14 @@
 //! What to do for common workloads, recognised by the program's name or place: which can be
 //! injected and how (`capshim run`, `capshim agent`), and what decides their Metal paths.
 //!
-//! Ollama starts one child process per model, from its own executable with its own
-//! environment (`llm/server.go`: `exec.Command` with `os.Environ()`; the child is
-//! `ollama runner` in current versions, `ollama_llama_server` in older ones), so the shim
-//! must reach the children. Its app bundle's `ollama` is signed by Ollama with the hardened
-//! runtime; the command-line `ollama` of a package manager (Homebrew builds it from source)
-//! usually is not. The pre-flight line says which is the case for the file at hand.
+//! What capshim knows about Ollama and LM Studio lives in the shared pre-flight
+//! (`launch::preflight`'s `App`), which `run`, `bench` and `agent` refuse them with; the
+//! lines here reuse its words, so doctor and `run` say the same.
 
 use std::path::Path;
 
 use super::{Check, Status};
+use crate::launch::preflight::{App, OLLAMA_CHILDREN, OLLAMA_WORKING_PATH};
 
 /// `program.workload`, when the program is one capshim knows; `loads` is whether the
 /// pre-flight found the shim can load into it (`None`: not checked).
@@ -25,22 +23,36 @@ pub fn advice(program: &Path, loads: Option<bool>) -> Option<Check> {
         Some(Check::with(ID, status, summary, detail, fix))
     };
     if name == "ollama" {
-        let detail = "Ollama runs each model in a child process it starts from its own executable with its own environment (`ollama runner`; `ollama_llama_server` in older versions), so keep --scope children (the default) for the shim to reach it. The Ollama app's copy is signed by Ollama with the hardened runtime, which ignores DYLD_INSERT_LIBRARIES unless its entitlements allow it (the pre-flight line says); the command-line `ollama` of a package manager (Homebrew builds it from source) is usually ad-hoc signed without it.";
-        return if in_app {
+        let detail = format!(
+            "Ollama runs each model in a child process: {OLLAMA_CHILDREN}, so keep --scope children (the default) for the shim to reach it. Ollama's own releases (the app, and its release archive) are signed with the hardened runtime and no entitlements, which macOS answers by ignoring DYLD_INSERT_LIBRARIES; `capshim run` and `agent` refuse them (the pre-flight line). Homebrew's `ollama` is built from source and not hardened."
+        );
+        return if in_app || refused {
+            let summary = if in_app {
+                "Ollama's app: signed with the hardened runtime, as Ollama ships it"
+            } else {
+                "Ollama: `capshim run` refuses this copy (program.preflight says why)"
+            };
             check(
-                "Ollama's app: its server is signed with the hardened runtime".to_string(),
-                detail,
-                "quit the Ollama app, install the command-line server (`brew install ollama`), check it with `capshim doctor -- $(command -v ollama)`, then run `capshim run -- ollama serve`, or at login: `capshim agent --label com.example.ollama --install -- /opt/homebrew/bin/ollama serve`".to_string(),
+                summary.to_string(),
+                &detail,
+                OLLAMA_WORKING_PATH.to_string(),
             )
         } else {
             check(
                 "Ollama's command-line server".to_string(),
-                detail,
+                &detail,
                 format!(
                     "`capshim run -- {path} serve`, or at login: `capshim agent --label com.example.ollama --install -- {path} serve` (stop `brew services` first: it starts Ollama without the shim)"
                 ),
             )
         };
+    }
+    if path.contains("/LM Studio.app/") {
+        return check(
+            "LM Studio: its helpers validate libraries, so the shim cannot reach them".to_string(),
+            &App::LmStudio.to_string(),
+            App::LmStudio.working_path(),
+        );
     }
     if name.starts_with("llama-") {
         return check(

@@ -66,6 +66,30 @@ fn a_program_that_cannot_be_found_fails() {
 }
 
 #[test]
+fn a_model_file_is_not_called_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    // Executable or not, a model file is no program.
+    for mode in [0o755, 0o644] {
+        let model = executable(dir.path(), "model.gguf");
+        std::fs::set_permissions(&model, std::fs::Permissions::from_mode(mode)).unwrap();
+        let gguf = b"GGUF\x03\x00\x00\x00".to_vec();
+        std::fs::write(&model, &gguf).unwrap();
+        let report = doctor(&guest().file(model.to_str().unwrap(), 0, gguf), &model);
+        let found = find(&report, "program.found");
+        assert_eq!(found.status, Status::Fail);
+        assert!(
+            found
+                .summary
+                .ends_with("model.gguf: not a program: a GGUF model file (llama.cpp's format)"),
+            "{}",
+            found.summary
+        );
+        assert!(found.detail.contains("llama-server -m"), "{}", found.detail);
+        assert!(!ids(&report).contains(&"program.preflight"));
+    }
+}
+
+#[test]
 fn the_preflight_of_run_each_status() {
     let dir = tempfile::tempdir().unwrap();
     let tool = executable(dir.path(), "bin/llama-server");
@@ -153,7 +177,7 @@ fn a_framework_python_launcher_is_checked_with_its_interpreter() {
         .unwrap()
         .join("Resources/Python.app/Contents/MacOS/Python");
     assert_eq!(
-        crate::doctor::program::framework_interpreter(&launcher).as_deref(),
+        crate::launch::preflight::framework_interpreter(&launcher).as_deref(),
         Some(interpreter.as_path())
     );
     let (l, i) = (launcher.to_str().unwrap(), interpreter.to_str().unwrap());
@@ -196,8 +220,27 @@ fn ollama_the_app_and_the_command_line_server() {
     let app = executable(dir.path(), "Ollama.app/Contents/Resources/ollama");
     let fake = guest().file(app.to_str().unwrap(), 0, hardened_exe());
     let report = doctor(&fake, &app);
-    assert_eq!(find(&report, "program.preflight").status, Status::Fail);
+    let preflight = find(&report, "program.preflight");
+    assert_eq!(preflight.status, Status::Fail);
+    // run's own refusal: the app, the reason and the way that works.
+    assert!(
+        preflight.detail.contains("as Ollama ships it")
+            && preflight.detail.contains("What works")
+            && preflight.detail.contains("capshim run -- ollama serve"),
+        "{}",
+        preflight.detail
+    );
     let advice = find(&report, "program.workload");
+    // The children as Ollama starts them since its pull request 16031.
+    assert!(
+        advice.detail.contains("`llama-server` for GGUF models")
+            && advice
+                .detail
+                .contains("`ollama runner --mlx-engine` for MLX models")
+            && !advice.detail.contains("ollama_llama_server"),
+        "{}",
+        advice.detail
+    );
     assert_eq!(advice.status, Status::Warn);
     assert!(advice.summary.contains("hardened runtime"));
     let fix = advice.fix.as_deref().unwrap();
@@ -218,6 +261,18 @@ fn ollama_the_app_and_the_command_line_server() {
             .as_deref()
             .unwrap()
             .contains(&format!("capshim run -- {c} serve"))
+    );
+
+    // LM Studio: refused by run, whatever its own signature says.
+    let lm = executable(dir.path(), "LM Studio.app/Contents/MacOS/LM Studio");
+    let report = doctor(&guest().file(lm.to_str().unwrap(), 0, arm64_exe()), &lm);
+    assert_eq!(find(&report, "program.preflight").status, Status::Fail);
+    let advice = find(&report, "program.workload");
+    assert_eq!(advice.status, Status::Warn);
+    assert!(
+        advice.summary.starts_with("LM Studio"),
+        "{}",
+        advice.summary
     );
 
     // Anything else in an app bundle, and programs capshim does not know.

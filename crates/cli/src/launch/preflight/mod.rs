@@ -9,20 +9,32 @@
 //! - the library is quarantined ([`PreflightError::Quarantined`]);
 //! - no architecture of the program (or of a script's interpreter) is one of the library's
 //!   ([`PreflightError::ArchMismatch`], [`PreflightError::InterpreterArch`]);
-//! - the program is restricted, hardened without the entitlement, validates libraries, or
-//!   is protected by SIP while SIP is on ([`PreflightError::WillNotLoad`], [`Restriction`]).
+//! - the program is restricted (setuid, a `__RESTRICT` section, FairPlay-encrypted by the App
+//!   Store, `CS_RESTRICT`), hardened without the entitlement (read in XML or DER form),
+//!   validates libraries, or is protected by SIP while SIP is on
+//!   ([`PreflightError::WillNotLoad`], [`Restriction`]);
+//! - for a framework Python's launcher, the same of the interpreter it re-execs in the same
+//!   process ([`framework_interpreter`]);
+//! - the program is an app capshim knows cannot be injected as it ships: Ollama's own
+//!   release, LM Studio ([`PreflightError::KnownApp`], [`App`]), refused with the way that
+//!   works.
 //!
 //! Where the outcome depends on a SIP status capshim cannot read, it warns instead; with SIP
 //! off it warns what will happen to Apple's programs among the children
 //! ([`apple_programs_warning`]). Every fact comes through [`SystemFacts`], so a later
 //! `capshim doctor` can run the same checks, and tests inject the facts.
 
+mod apps;
 mod children;
+mod data;
 mod program;
+mod python;
 mod restriction;
 mod target;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_programs;
 
 use std::path::{Path, PathBuf};
 
@@ -33,8 +45,11 @@ use super::environment::ScopeArg;
 use crate::platform::facts::{QUARANTINE, SystemFacts};
 use capshim_macho::{Arch, Binary};
 
+pub use apps::{App, OLLAMA_CHILDREN, OLLAMA_WORKING_PATH};
 pub use children::apple_programs_warning;
+pub use data::not_a_program;
 pub use program::resolve_program;
+pub use python::framework_interpreter;
 pub use restriction::Restriction;
 
 /// Folders whose programs macOS System Integrity Protection guards: dyld drops every
@@ -63,6 +78,19 @@ pub enum PreflightError {
     /// The file exists but cannot be executed.
     #[error("{0}: not an executable file; check its permissions (chmod +x) or the path")]
     NotExecutable(PathBuf),
+    /// The file is no program the system can execute but a data format capshim recognises,
+    /// such as a model file ([`not_a_program`]).
+    #[error(
+        "{path}: not a program: it is {what}, and the system executes only programs (a native executable, or a script whose first line starts with #!). To run it with the shim, {instead}"
+    )]
+    NotAProgram {
+        /// The file.
+        path: PathBuf,
+        /// What it is, from its first bytes.
+        what: String,
+        /// What to run instead.
+        instead: String,
+    },
     /// The shim library cannot load into the program.
     #[error(
         "{program} is built for {} but the shim library is {}{}; the loader cannot inject it. Use a shim built for {} (pass it with --dylib), run the program's {} build, or skip this check with --skip-preflight",
@@ -105,6 +133,21 @@ pub enum PreflightError {
         library: PathBuf,
         /// The attribute's value (`flags;time;agent;id`).
         value: String,
+    },
+    /// An app capshim knows cannot be injected as it ships ([`App`]: Ollama's release, LM
+    /// Studio): why, and the way that works.
+    #[error(
+        "{program} is {app}{}. What works: {}; or skip this check with --skip-preflight",
+        .restriction.as_ref().map(|r| format!(": {r}")).unwrap_or_default(),
+        .app.working_path()
+    )]
+    KnownApp {
+        /// The program.
+        program: PathBuf,
+        /// Which app.
+        app: App,
+        /// What its own checks found, when they refused it.
+        restriction: Option<Restriction>,
     },
     /// The shim will not load into the program, for a reason [`Restriction`] names.
     #[error("{subject}: {restriction}; or skip this check with --skip-preflight")]
@@ -189,7 +232,23 @@ pub fn check(facts: &dyn SystemFacts, launch: &Launch<'_>) -> Result<Vec<String>
             library_team: library_team.as_deref(),
             os: launch.os,
         };
-        warnings.extend(target::check(facts, &subject, launch.program, &sip)?);
+        let outcome = target::check(facts, &subject, launch.program, &sip);
+        let outcome = if launch.os == Os::MacOs {
+            let child = |child: &Path| target::check(facts, &subject, child, &sip);
+            apps::check(facts, launch.program, outcome, &child)
+        } else {
+            outcome
+        };
+        warnings.extend(outcome?);
+        if let Some(interpreter) = framework_interpreter(launch.program) {
+            warnings.extend(python::check(
+                facts,
+                &subject,
+                launch.program,
+                &interpreter,
+                &sip,
+            )?);
+        }
     }
     if launch.os == Os::MacOs {
         warnings.extend(apple_programs_warning(

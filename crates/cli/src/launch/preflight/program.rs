@@ -5,17 +5,26 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::PreflightError;
+use crate::platform::facts::Real;
 
 fn is_executable_file(path: &Path) -> bool {
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The refusal of a file that cannot be executed: that it is no program at all when it is a
+/// data format capshim recognises (a model file is no program, and `chmod +x` would not make
+/// it one), else that it lacks the permission.
+fn cannot_execute(path: PathBuf) -> PreflightError {
+    super::not_a_program(&Real::default(), &path).unwrap_or(PreflightError::NotExecutable(path))
+}
+
 /// Finds the program as a shell would: a command with a `/` is a path, otherwise the first
 /// executable file of that name in `path_var`'s folders.
 ///
 /// # Errors
-/// [`PreflightError::NotFound`] or [`PreflightError::NotExecutable`].
+/// [`PreflightError::NotFound`], [`PreflightError::NotExecutable`], or
+/// [`PreflightError::NotAProgram`] for a file that is not executable and is a data format.
 pub fn resolve_program(
     command: &OsStr,
     path_var: Option<&OsStr>,
@@ -30,7 +39,7 @@ pub fn resolve_program(
             });
         }
         if !is_executable_file(&path) {
-            return Err(PreflightError::NotExecutable(path));
+            return Err(cannot_execute(path));
         }
         return Ok(path);
     }
@@ -50,7 +59,7 @@ pub fn resolve_program(
         }
     }
     match not_executable {
-        Some(path) => Err(PreflightError::NotExecutable(path)),
+        Some(path) => Err(cannot_execute(path)),
         None => Err(PreflightError::NotFound {
             command: shown,
             searched: Some(path_var.unwrap_or_default().to_string_lossy().into_owned()),

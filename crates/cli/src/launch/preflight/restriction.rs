@@ -18,6 +18,9 @@ pub enum Restriction {
     },
     /// A `__RESTRICT,__restrict` section: dyld treats the program as restricted.
     RestrictSection,
+    /// FairPlay-encrypted (an App Store program): dyld tells AMFI, which gives the process
+    /// no `DYLD_*` variables.
+    FairPlayEncrypted,
     /// `CS_RESTRICT` in its code signature (`codesign -o restrict`), while SIP's debugging
     /// restrictions are on.
     CodeSignatureRestrict,
@@ -54,6 +57,9 @@ impl fmt::Display for Restriction {
             ),
             Restriction::RestrictSection => f.write_str(
                 "it has a __RESTRICT,__restrict section, which makes dyld treat it as restricted and ignore DYLD_* variables, so the shim will not load. Use a build without that section (it comes from the link option -sectcreate __RESTRICT __restrict)",
+            ),
+            Restriction::FairPlayEncrypted => f.write_str(
+                "it is FairPlay-encrypted, as the App Store delivers programs (LC_ENCRYPTION_INFO_64 with cryptid 1): dyld reports that to the system's policy (AMFI), which makes the process restricted, so dyld ignores DYLD_* variables and the shim will not load. Re-signing cannot change an encrypted copy: use a build of the program from outside the App Store (its developer's download, or one built from source)",
             ),
             Restriction::CodeSignatureRestrict => f.write_str(
                 "its code signature carries the restrict flag (CS_RESTRICT, `codesign -o restrict`): while SIP's debugging restrictions are on, dyld ignores DYLD_* variables for it, so the shim will not load. Re-sign it without the flag (`codesign --force -s - PROGRAM` signs it ad hoc with no options)",

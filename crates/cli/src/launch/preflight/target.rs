@@ -109,7 +109,8 @@ pub(super) fn check(
                 ));
             }
         }
-        Binary::Script { .. } | Binary::Unknown => {}
+        Binary::Unknown => warnings.extend(super::data::check(facts, program)?),
+        Binary::Script { .. } => {}
     }
     Ok(warnings)
 }
@@ -136,6 +137,9 @@ fn restrictions(
     }
     if matching.iter().any(|s| s.restrict_section) {
         return Err(Restriction::RestrictSection);
+    }
+    if matching.iter().any(|s| s.fairplay_encrypted) {
+        return Err(Restriction::FairPlayEncrypted);
     }
     for signature in matching.iter().filter_map(|s| s.signature.as_ref()) {
         if signature.hardened_runtime && !signature.allow_dyld_environment_variables {

@@ -13,11 +13,11 @@ use capshim_macho::signature::{
 use capshim_macho::testdata::{SignatureSpec, entitlements, macho, macho_with, universal};
 use object::macho as m;
 
-const ARM64: &[Arch] = &[Arch::Arm64];
-const LIB: &str = "/opt/capshim/lib/libcapshim.dylib";
-const TOOL: &str = "/opt/x/tool";
+pub(super) const ARM64: &[Arch] = &[Arch::Arm64];
+pub(super) const LIB: &str = "/opt/capshim/lib/libcapshim.dylib";
+pub(super) const TOOL: &str = "/opt/x/tool";
 
-fn arm64_exe() -> Vec<u8> {
+pub(super) fn arm64_exe() -> Vec<u8> {
     macho(m::CPU_TYPE_ARM64, 0, m::MH_EXECUTE, None)
 }
 
@@ -58,7 +58,7 @@ fn signed_exe(flags: u32, keys: &[&str], team_id: Option<&str>) -> Vec<u8> {
 }
 
 /// A Mac with SIP as given, an ad-hoc libcapshim and the program at `TOOL`.
-fn mac(sip: Sip, program: Vec<u8>) -> Fake {
+pub(super) fn mac(sip: Sip, program: Vec<u8>) -> Fake {
     Fake::new(sip)
         .file(
             LIB,
@@ -68,7 +68,7 @@ fn mac(sip: Sip, program: Vec<u8>) -> Fake {
         .file(TOOL, 0, program)
 }
 
-fn launch(program: &str) -> Launch<'_> {
+pub(super) fn launch(program: &str) -> Launch<'_> {
     Launch {
         program: Path::new(program),
         library: Path::new(LIB),
@@ -79,11 +79,11 @@ fn launch(program: &str) -> Launch<'_> {
     }
 }
 
-fn run(facts: &Fake, launch: &Launch<'_>) -> Result<Vec<String>, PreflightError> {
+pub(super) fn run(facts: &Fake, launch: &Launch<'_>) -> Result<Vec<String>, PreflightError> {
     check(facts, launch)
 }
 
-fn refusal(facts: &Fake, launch: &Launch<'_>) -> Restriction {
+pub(super) fn refusal(facts: &Fake, launch: &Launch<'_>) -> Restriction {
     match run(facts, launch) {
         Err(PreflightError::WillNotLoad { restriction, .. }) => restriction,
         other => panic!("expected a refusal, got {other:?}"),

@@ -131,6 +131,12 @@ impl SystemFacts for Fake {
             })
     }
 
+    fn file_head(&self, path: &Path) -> Result<Vec<u8>, String> {
+        self.find(path)
+            .map(|(_, _, bytes)| bytes[..bytes.len().min(super::HEAD)].to_vec())
+            .ok_or_else(|| format!("{}: no such file", path.display()))
+    }
+
     fn sysctl(&self, name: &str) -> Result<String, String> {
         if let Some(os) = self.not_macos {
             return Err(not_macos(os, name));

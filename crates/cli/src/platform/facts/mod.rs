@@ -45,6 +45,13 @@ pub trait SystemFacts {
     /// [`macho::OpenError`] when it is not a regular file or cannot be opened.
     fn binary(&self, path: &Path) -> Result<Binary, macho::OpenError>;
 
+    /// The first [`HEAD`] bytes of the file (fewer when it is shorter), to tell what a file
+    /// that is no binary is ([`file_head`]).
+    ///
+    /// # Errors
+    /// Why the file could not be read (missing, not a regular file, ...).
+    fn file_head(&self, path: &Path) -> Result<Vec<u8>, String>;
+
     /// One `sysctl` value, trimmed.
     ///
     /// # Errors
@@ -102,6 +109,26 @@ pub const CSRUTIL: &str = "/usr/bin/csrutil";
 pub const SYSCTL: &str = "/usr/sbin/sysctl";
 /// Where macOS keeps `defaults` (as [`CSRUTIL`]).
 pub const DEFAULTS: &str = "/usr/bin/defaults";
+
+/// How many bytes [`SystemFacts::file_head`] reads: enough for every signature
+/// `launch::preflight` names a file format by.
+pub const HEAD: usize = 64;
+
+/// The first [`HEAD`] bytes of the file at `path`; refuses anything but a regular file
+/// before opening it (a FIFO would block).
+///
+/// # Errors
+/// A message naming the file and why it cannot be read.
+pub fn file_head(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = |e: &dyn std::fmt::Display| format!("cannot read {}: {e}", path.display());
+    macho::require_regular(path).map_err(|e| shown(&e))?;
+    let mut head = Vec::with_capacity(HEAD);
+    std::fs::File::open(path)
+        .and_then(|file| file.take(HEAD as u64).read_to_end(&mut head))
+        .map_err(|e| shown(&e))?;
+    Ok(head)
+}
 
 /// Runs `program args` and returns its standard output, or a message naming the command.
 fn output_of(program: &str, args: &[&str]) -> Result<String, String> {
@@ -192,6 +219,10 @@ impl SystemFacts for Real {
 
     fn binary(&self, path: &Path) -> Result<Binary, macho::OpenError> {
         macho::inspect_file(path)
+    }
+
+    fn file_head(&self, path: &Path) -> Result<Vec<u8>, String> {
+        file_head(path)
     }
 
     fn sysctl(&self, name: &str) -> Result<String, String> {
