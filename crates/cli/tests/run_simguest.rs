@@ -172,7 +172,7 @@ fn scope_process_leaves_the_child_stock_and_keeps_other_preloads() {
     );
     // The shim keeps itself in the variable until it has hooked a device (so that a same-pid
     // re-exec keeps it), then takes itself out, keeping the preload that was there before
-    // `capshim run` appended it.
+    // `capshim run` put it last (where glibc runs its constructor first).
     assert!(
         runs[0]["env.LD_PRELOAD"].starts_with(&g.metal.display().to_string())
             && runs[0]["env.LD_PRELOAD"].ends_with("libcapshim.so"),
@@ -272,4 +272,42 @@ fn exit_status_and_summary_survive_a_failing_workload() {
         .stderr(predicate::str::contains(format!(
             "capshim: activated: hooked {PV} in probe (pid "
         )));
+}
+
+#[test]
+fn an_inherited_capshim_under_another_name_is_dropped_so_the_shim_hooks_once() {
+    // A shell that exported an older build under another name: known by its version record.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old-libcapshim.so");
+    std::fs::copy(real_shim(), &old).unwrap();
+    let g = guest().unwrap();
+    let inherited = format!("{}:{}", g.metal.display(), old.display());
+    let out = capshim()
+        .env("LD_PRELOAD", &inherited)
+        .args(["run", "--require-active", "--"])
+        .arg(&g.probe)
+        .output()
+        .unwrap();
+    let out = Outcome {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let a = out.answers();
+    assert_eq!(a[&format!("{PV}.llama.simdgroup_mm")], "true");
+    assert_eq!(
+        out.summary(),
+        format!(
+            "capshim: activated: hooked {PV} in probe (pid {})",
+            a["pid"]
+        )
+    );
+    // The other preload stays, before the shim: glibc runs the last preload's constructor
+    // first, so the shim's runs before the other's, as dyld runs the first inserted library's
+    // initializer first (where capshim puts the shim on macOS).
+    assert_eq!(
+        a["env.LD_PRELOAD"],
+        format!("{}:{}", g.metal.display(), real_shim().display())
+    );
 }

@@ -167,34 +167,60 @@ impl ShimSettings {
     }
 }
 
-/// `existing` with `library` appended after a `:`, unless it is already listed.
-pub fn append_library(existing: Option<&OsStr>, library: &OsStr) -> OsString {
-    match existing {
-        Some(value) if !value.is_empty() => {
-            let bytes = value.as_encoded_bytes();
-            if bytes
-                .split(|&b| b == b':')
-                .any(|entry| entry == library.as_encoded_bytes())
-            {
-                return value.to_os_string();
-            }
-            let mut out = value.to_os_string();
-            out.push(":");
-            out.push(library);
-            out
-        }
-        _ => library.to_os_string(),
+/// The injection variable's value with `library` added where the loader of `os` runs its
+/// initializer before those of the libraries already listed: first in `DYLD_INSERT_LIBRARIES`
+/// (dyld loads the inserted libraries in list order and runs their initializers in that
+/// order), last in `LD_PRELOAD` (glibc runs the preloaded libraries' constructors in reverse
+/// order); docs/apple-runtime.md, "Processes", has the sources. Then a device another
+/// inserted library creates from its initializer is already hooked. `existing` is returned
+/// unchanged when it lists `library` already.
+pub fn insert_library(existing: Option<&OsStr>, library: &OsStr, os: Os) -> OsString {
+    let Some(value) = existing.filter(|v| !v.is_empty()) else {
+        return library.to_os_string();
+    };
+    if value
+        .as_encoded_bytes()
+        .split(|&b| b == b':' || (os == Os::Linux && b == b' '))
+        .any(|entry| entry == library.as_encoded_bytes())
+    {
+        return value.to_os_string();
     }
+    let (first, second) = match os {
+        Os::MacOs => (library, value),
+        Os::Linux => (value, library),
+    };
+    let mut out = first.to_os_string();
+    out.push(":");
+    out.push(second);
+    out
 }
 
-/// Whether an entry of the injection variable names a capshim library: its file name is
-/// `libcapshim.dylib` or `libcapshim.so`, or it is `library` itself.
+/// Whether an entry of the injection variable is a capshim library: it is `library` itself,
+/// its file name is `libcapshim.dylib` or `libcapshim.so`, or it is a path (it holds a `/`,
+/// which both loaders read as a path, relative to the working folder or absolute) to a file
+/// that carries capshim's version record (`__DATA,__capshim` in a Mach-O slice,
+/// `.capshim_version` in ELF; [`capshim_macho::record`]), whatever its name: a renamed copy
+/// would otherwise hook alongside the shim injected now. Only the file's headers and that
+/// section are read; an unreadable file is not a capshim library.
 fn is_capshim_library(entry: &[u8], library: &OsStr) -> bool {
     let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
-    entry == library.as_encoded_bytes()
+    if entry == library.as_encoded_bytes()
         || [Os::MacOs, Os::Linux]
             .iter()
             .any(|os| name == os.library_name().as_bytes())
+    {
+        return true;
+    }
+    if !entry.contains(&b'/') {
+        return false;
+    }
+    let path = Path::new(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(entry));
+    match capshim_macho::inspect_file(path) {
+        Ok(capshim_macho::Binary::Native { slices, .. }) => {
+            slices.iter().any(|s| s.version_record.is_some())
+        }
+        _ => false,
+    }
 }
 
 /// The injection variable's `value` without its capshim libraries (see
@@ -219,9 +245,9 @@ pub fn strip_capshim_libraries(value: &OsStr, library: &OsStr, os: Os) -> Option
 /// `TART_METAL_*`, `VEERTU_ANKA_GPU_*`) are dropped, so exactly the chosen
 /// profile applies (an inherited alias with another value would make the shim refuse), and
 /// so are capshim libraries already in the injection variable (a `capshim run` inside another,
-/// or a shell that exported it), so that one shim hooks, not two: as `bench` clears it for its
-/// arms. For a profile, the shim's variables are set and the library is appended to the
-/// injection variable; for stock nothing is injected.
+/// a shell that exported it, a renamed copy), so that one shim hooks, not two; the other
+/// libraries there stay. For a profile, the shim's variables are set and the library is
+/// inserted into the injection variable ([`insert_library`]); for stock nothing is injected.
 pub fn child_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     settings: &ShimSettings,
@@ -249,7 +275,7 @@ pub fn child_env(
     );
     out.push((
         injection.into(),
-        append_library(existing.as_deref(), settings.library.as_os_str()),
+        insert_library(existing.as_deref(), settings.library.as_os_str(), os),
     ));
     out
 }
@@ -277,20 +303,37 @@ pub fn pairs_as_object<S: serde::Serializer>(
     map.end()
 }
 
-/// The environment of an arm: capshim's and the injection variable are always removed first (so
-/// a stock arm is stock even when capshim itself runs under the shim); an arm with a profile then
-/// gets the profile's variables, its status file and the injection variable.
+/// The environment of an arm, from capshim's own (`parent`, names and values): capshim's
+/// variables and the injection variable are removed first (so a stock arm is stock even when
+/// capshim itself runs under the shim); the other libraries the injection variable held come
+/// back, less any capshim library (as [`child_env`] keeps them for `run`), in every arm; an arm
+/// with a profile then gets the profile's variables, its status file and `dylib` inserted into
+/// the injection variable ([`insert_library`]). The change is recorded in the bundle as text,
+/// so an inherited library whose path is not UTF-8 is left out.
 pub fn arm_env(
     profile: Option<&Profile>,
     dylib: Option<&Path>,
     status_file: &Path,
-    inherited: impl Iterator<Item = String>,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> EnvChange {
-    let inject = Os::current().injection_var();
+    let os = Os::current();
+    let inject = os.injection_var();
+    let library = dylib.map_or(OsStr::new(""), Path::as_os_str);
     let mut change = EnvChange::default();
-    for name in inherited {
-        if name == inject || env::is_capshim_var(name.as_bytes()) {
-            change.removed.push(name);
+    let mut others: Option<String> = None;
+    for (name, value) in parent {
+        if name == inject {
+            others = strip_capshim_libraries(&value, library, os).and_then(|kept| {
+                let text: Vec<&str> = kept
+                    .as_encoded_bytes()
+                    .split(|&b| b == b':')
+                    .filter_map(|e| std::str::from_utf8(e).ok())
+                    .collect();
+                (!text.is_empty()).then(|| text.join(":"))
+            });
+        }
+        if name == inject || env::is_capshim_var(name.as_encoded_bytes()) {
+            change.removed.push(name.to_string_lossy().into_owned());
         }
     }
     change.removed.sort();
@@ -305,9 +348,12 @@ pub fn arm_env(
         change
             .set
             .push((env::LOG.primary.to_string(), "activation".to_string()));
+        let value = insert_library(others.as_deref().map(OsStr::new), dylib.as_os_str(), os);
         change
             .set
-            .push((inject.to_string(), dylib.display().to_string()));
+            .push((inject.to_string(), value.to_string_lossy().into_owned()));
+    } else if let Some(others) = others {
+        change.set.push((inject.to_string(), others));
     }
     change
 }
@@ -361,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn appends_to_an_existing_injection_without_duplicates() {
+    fn inserts_where_the_shims_initializer_runs_first_without_duplicates() {
         let parent = pairs(&[("DYLD_INSERT_LIBRARIES", "/usr/lib/other.dylib")]);
         let mut s = settings();
         s.library = "/x/libcapshim.dylib".into();
@@ -374,21 +420,24 @@ mod tests {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.to_str().unwrap().to_string())
         };
+        // dyld runs inserted initializers in list order: the shim goes first.
         assert_eq!(
             get("DYLD_INSERT_LIBRARIES").as_deref(),
-            Some("/usr/lib/other.dylib:/x/libcapshim.dylib")
+            Some("/x/libcapshim.dylib:/usr/lib/other.dylib")
         );
         assert_eq!(get("CAPSHIM_SCOPE").as_deref(), Some("process"));
         assert_eq!(get("CAPSHIM_ONLY_PROCESS").as_deref(), Some("llama-bench"));
         assert_eq!(get("CAPSHIM_LOG").as_deref(), Some("queries"));
-        assert_eq!(
-            append_library(Some(OsStr::new("/a:/x/l.so")), OsStr::new("/x/l.so")),
-            "/a:/x/l.so"
-        );
-        assert_eq!(
-            append_library(Some(OsStr::new("")), OsStr::new("/l.so")),
-            "/l.so"
-        );
+        let insert = |existing: Option<&str>, os| {
+            insert_library(existing.map(OsStr::new), OsStr::new("/x/l.so"), os)
+        };
+        // glibc runs preloaded constructors in reverse list order: the shim goes last.
+        assert_eq!(insert(Some("/a.so"), Os::Linux), "/a.so:/x/l.so");
+        assert_eq!(insert(Some("/a.dylib"), Os::MacOs), "/x/l.so:/a.dylib");
+        assert_eq!(insert(Some("/a:/x/l.so"), Os::MacOs), "/a:/x/l.so");
+        assert_eq!(insert(Some("/a /x/l.so"), Os::Linux), "/a /x/l.so");
+        assert_eq!(insert(Some(""), Os::MacOs), "/x/l.so");
+        assert_eq!(insert(None, Os::Linux), "/x/l.so");
     }
 
     #[test]
@@ -482,6 +531,44 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_capshim_library_is_known_by_its_version_record() {
+        use capshim_macho::testdata::{macho, with_version_record};
+        use object::macho::CPU_TYPE_ARM64;
+        let dir = tempfile::tempdir().unwrap();
+        let renamed = dir.path().join("old-libcapshim.dylib");
+        std::fs::write(
+            &renamed,
+            with_version_record(CPU_TYPE_ARM64, 0, "capshim-version 0.0.9"),
+        )
+        .unwrap();
+        let other = dir.path().join("libother.dylib");
+        std::fs::write(
+            &other,
+            macho(CPU_TYPE_ARM64, 0, object::macho::MH_DYLIB, None),
+        )
+        .unwrap();
+        let value = format!(
+            "{}:{}:/nonexistent/libx.dylib",
+            other.display(),
+            renamed.display()
+        );
+        let kept = strip_capshim_libraries(
+            OsStr::new(&value),
+            OsStr::new("/opt/capshim/libcapshim.dylib"),
+            Os::MacOs,
+        );
+        assert_eq!(
+            kept.unwrap(),
+            OsString::from(format!("{}:/nonexistent/libx.dylib", other.display()))
+        );
+        // A bare name is searched for by the loader, not read here: only its name counts.
+        assert!(!is_capshim_library(
+            b"old-libcapshim.dylib",
+            OsStr::new("/l")
+        ));
+    }
+
+    #[test]
     fn stock_injects_nothing_and_clears_inherited_settings() {
         let mut s = settings();
         s.profile = None;
@@ -495,24 +582,20 @@ mod tests {
 
     #[test]
     fn only_unlocked_arms_get_the_shim() {
-        let inherited = [
-            "PATH",
-            "LD_PRELOAD",
-            "CAPSHIM_LOG",
-            "LUME_METAL_APPLE_FAMILY_MAX",
-            "HOME",
-            "DYLD_INSERT_LIBRARIES",
-        ]
-        .map(String::from);
+        let inherited = pairs(&[
+            ("PATH", "/bin"),
+            ("CAPSHIM_LOG", "queries"),
+            ("LUME_METAL_APPLE_FAMILY_MAX", "1007"),
+            ("HOME", "/h"),
+        ]);
         let stock = arm_env(
             None,
             Some(Path::new("/x/libcapshim.so")),
             Path::new("/b/s.jsonl"),
-            inherited.clone().into_iter(),
+            inherited.clone(),
         );
         assert!(stock.set.is_empty());
         let inject = Os::current().injection_var();
-        assert!(stock.removed.contains(&inject.to_string()));
         assert!(stock.removed.contains(&"CAPSHIM_LOG".to_string()));
         assert!(
             stock
@@ -526,7 +609,7 @@ mod tests {
             Some(&profile),
             Some(Path::new("/x/libcapshim.so")),
             Path::new("/b/s.jsonl"),
-            inherited.into_iter(),
+            inherited,
         );
         let set: Vec<(&str, &str)> = unlocked
             .set
@@ -543,5 +626,44 @@ mod tests {
                 (inject, "/x/libcapshim.so"),
             ]
         );
+    }
+
+    #[test]
+    fn every_arm_keeps_the_users_other_libraries_and_drops_capshims() {
+        let os = Os::current();
+        let inject = os.injection_var();
+        let old = "/home/u/old/libcapshim.so";
+        let parent = pairs(&[("HOME", "/h"), (inject, &format!("/a/libx.so:{old}"))]);
+        let stock = arm_env(
+            None,
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            parent.clone(),
+        );
+        assert_eq!(stock.removed, [inject]);
+        assert_eq!(stock.set, [(inject.to_string(), "/a/libx.so".to_string())]);
+        let unlocked = arm_env(
+            Some(&apple9_64k()),
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            parent,
+        );
+        let expected = insert_library(
+            Some(OsStr::new("/a/libx.so")),
+            OsStr::new("/x/libcapshim.so"),
+            os,
+        );
+        assert_eq!(
+            unlocked.set.last().unwrap(),
+            &(inject.to_string(), expected.into_string().unwrap())
+        );
+        // Only capshim's library was there: the arm injects its own alone, stock nothing.
+        let only = pairs(&[(inject, old)]);
+        let stock = arm_env(None, None, Path::new(""), only);
+        assert!(stock.set.is_empty() && stock.removed == [inject]);
+        // A library path that is not UTF-8 cannot be recorded as text: left out.
+        let bytes = std::os::unix::ffi::OsStringExt::from_vec(b"/a/\xff.so:/b/y.so".to_vec());
+        let stock = arm_env(None, None, Path::new(""), [(inject.into(), bytes)]);
+        assert_eq!(stock.set, [(inject.to_string(), "/b/y.so".to_string())]);
     }
 }
