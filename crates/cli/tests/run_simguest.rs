@@ -311,3 +311,45 @@ fn an_inherited_capshim_under_another_name_is_dropped_so_the_shim_hooks_once() {
         format!("{}:{}", g.metal.display(), real_shim().display())
     );
 }
+
+#[test]
+fn a_flooded_status_file_is_read_in_bounded_memory_and_activation_still_found() {
+    // A process of the workload appends 128 MiB to the status file (one line of NULs, then
+    // lines that are not events) before the probe hooks. capshim's data segment is limited
+    // to 32 MiB (RLIMIT_DATA: heap and private mappings), a quarter of the file: reading the
+    // file whole would fail there; read as a stream it needs far less.
+    let p = probe();
+    let flood = format!(
+        "{{ head -c 100663296 /dev/zero; echo; yes 'not an event' | head -c 33554432; }} \
+         >> \"$CAPSHIM_STATUS_FILE\"; exec {p}"
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -d 32768 && exec "$@""#)
+        .arg("sh")
+        .arg(assert_cmd::cargo::cargo_bin("capshim"))
+        .args(["run", "--require-active", "--", "sh", "-c", &flood])
+        .env_remove("LD_PRELOAD")
+        .env_remove("CAPSHIM_LOG")
+        .output()
+        .unwrap();
+    real_shim();
+    let out = Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let summary = out.summary();
+    assert!(
+        summary.starts_with(&format!("capshim: activated: hooked {PV} in ")),
+        "{summary}"
+    );
+    // Every flooded line was read and counted (about 2.6 million).
+    let ignored: usize = summary
+        .rsplit_once(" (")
+        .and_then(|(_, tail)| tail.strip_suffix(" unreadable status line(s) ignored)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(ignored > 2_500_000, "{summary}");
+}
