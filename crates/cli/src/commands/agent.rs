@@ -9,7 +9,8 @@ use clap::Args;
 
 use super::out;
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
-use crate::launch::environment::{ShimArgs, insert_library};
+use crate::launch::environment::ShimArgs;
+use crate::launch::injection::insert_library;
 use crate::launch::{Os, dylib, preflight};
 use crate::platform::facts;
 use crate::profile::ProfileArgs;
