@@ -36,7 +36,8 @@ pub enum InputError {
         kind: &'static str,
     },
     /// It is larger than anything of its kind should be.
-    #[error("{path} is larger than {max} bytes, too large for {what}; check the path")]
+    /// The caller's message says which path to check.
+    #[error("{path} is larger than {max} bytes, too large for {what}")]
     TooLarge {
         /// The file.
         path: PathBuf,

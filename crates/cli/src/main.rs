@@ -22,17 +22,21 @@ mod profile;
 mod term;
 mod verify;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    let cli = match commands::Cli::try_parse() {
+    // As the system gave them: a program's arguments after `--` may be in any encoding.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match commands::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) => {
+            let args = args.get(1..).unwrap_or_default();
+            let error = commands::clarify(error, args);
             let code = term::clap_error(&error);
-            let args: Vec<String> = std::env::args().skip(1).collect();
-            if let Some(tip) = commands::missing_separator_tip(&args, &error) {
+            if let Some(tip) = commands::missing_separator_tip(args, &error) {
                 term::note(tip);
             }
             return ExitCode::from(code);

@@ -1186,3 +1186,43 @@ fn a_non_ascii_model_name_is_shown_as_given_not_as_llama_bench_garbles_it() {
     assert!(read(&out.join("raw/stock-r1.json")).contains("mod\\ufffff"));
     assert_report_reproduces(&out, &stdout);
 }
+
+#[test]
+fn every_arm_keeps_the_users_other_preloads_and_drops_a_renamed_shim() {
+    let s = setup();
+    let out = s.tmp.path().join("bundle");
+    let log = s.tmp.path().join("runs.log");
+    // A real library that is not the shim, and an older shim under another name (known by
+    // its version record).
+    let other = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|p| p.is_file())
+    .expect("libm is needed as a library to preload");
+    let old = s.tmp.path().join("old-libcapshim.so");
+    std::fs::copy(common::real_shim(), &old).unwrap();
+    s.bench_with(&out, &common::real_shim())
+        .env(
+            common::INJECTION_VAR,
+            format!("{}:{}", other.display(), old.display()),
+        )
+        .env("FAKE_LOG", &log)
+        .arg("--allow-inactive")
+        .assert()
+        .success();
+    let shim = common::real_shim();
+    let mut seen: Vec<String> = read(&log).lines().map(str::to_string).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [
+            format!("stock inject={}", other.display()),
+            format!("unlocked inject={}:{}", other.display(), shim.display()),
+        ]
+    );
+}

@@ -62,6 +62,32 @@ fn stdin_and_stdout_are_attached() {
 }
 
 #[test]
+fn the_program_and_its_arguments_pass_through_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    // A program whose path is not UTF-8 either.
+    let program = dir.path().join(std::ffi::OsStr::from_bytes(b"pr\xefntf"));
+    std::os::unix::fs::symlink(which("printf"), &program).unwrap();
+    let bytes: &[u8] = b"caf\xe9 \xff\xfe na\xc3\xafve";
+    capshim()
+        .args(["run", "--profile", "stock", "--"])
+        .arg(&program)
+        .arg("%s")
+        .arg(std::ffi::OsStr::from_bytes(bytes))
+        .assert()
+        .success()
+        .stdout(bytes.to_vec());
+}
+
+/// The absolute path of `name` on PATH.
+fn which(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is not on PATH"))
+}
+
+#[test]
 fn missing_dylib_is_an_error_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");

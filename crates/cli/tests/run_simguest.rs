@@ -172,7 +172,7 @@ fn scope_process_leaves_the_child_stock_and_keeps_other_preloads() {
     );
     // The shim keeps itself in the variable until it has hooked a device (so that a same-pid
     // re-exec keeps it), then takes itself out, keeping the preload that was there before
-    // `capshim run` appended it.
+    // `capshim run` put it last (where glibc runs its constructor first).
     assert!(
         runs[0]["env.LD_PRELOAD"].starts_with(&g.metal.display().to_string())
             && runs[0]["env.LD_PRELOAD"].ends_with("libcapshim.so"),
@@ -272,4 +272,84 @@ fn exit_status_and_summary_survive_a_failing_workload() {
         .stderr(predicate::str::contains(format!(
             "capshim: activated: hooked {PV} in probe (pid "
         )));
+}
+
+#[test]
+fn an_inherited_capshim_under_another_name_is_dropped_so_the_shim_hooks_once() {
+    // A shell that exported an older build under another name: known by its version record.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old-libcapshim.so");
+    std::fs::copy(real_shim(), &old).unwrap();
+    let g = guest().unwrap();
+    let inherited = format!("{}:{}", g.metal.display(), old.display());
+    let out = capshim()
+        .env("LD_PRELOAD", &inherited)
+        .args(["run", "--require-active", "--"])
+        .arg(&g.probe)
+        .output()
+        .unwrap();
+    let out = Outcome {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let a = out.answers();
+    assert_eq!(a[&format!("{PV}.llama.simdgroup_mm")], "true");
+    assert_eq!(
+        out.summary(),
+        format!(
+            "capshim: activated: hooked {PV} in probe (pid {})",
+            a["pid"]
+        )
+    );
+    // The other preload stays, before the shim: glibc runs the last preload's constructor
+    // first, so the shim's runs before the other's, as dyld runs the first inserted library's
+    // initializer first (where capshim puts the shim on macOS).
+    assert_eq!(
+        a["env.LD_PRELOAD"],
+        format!("{}:{}", g.metal.display(), real_shim().display())
+    );
+}
+
+#[test]
+fn a_flooded_status_file_is_read_in_bounded_memory_and_activation_still_found() {
+    // A process of the workload appends 128 MiB to the status file (one line of NULs, then
+    // lines that are not events) before the probe hooks. capshim's data segment is limited
+    // to 32 MiB (RLIMIT_DATA: heap and private mappings), a quarter of the file: reading the
+    // file whole would fail there; read as a stream it needs far less.
+    let p = probe();
+    let flood = format!(
+        "{{ head -c 100663296 /dev/zero; echo; yes 'not an event' | head -c 33554432; }} \
+         >> \"$CAPSHIM_STATUS_FILE\"; exec {p}"
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -d 32768 && exec "$@""#)
+        .arg("sh")
+        .arg(assert_cmd::cargo::cargo_bin("capshim"))
+        .args(["run", "--require-active", "--", "sh", "-c", &flood])
+        .env_remove("LD_PRELOAD")
+        .env_remove("CAPSHIM_LOG")
+        .output()
+        .unwrap();
+    real_shim();
+    let out = Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let summary = out.summary();
+    assert!(
+        summary.starts_with(&format!("capshim: activated: hooked {PV} in ")),
+        "{summary}"
+    );
+    // Every flooded line was read and counted (about 2.6 million).
+    let ignored: usize = summary
+        .rsplit_once(" (")
+        .and_then(|(_, tail)| tail.strip_suffix(" unreadable status line(s) ignored)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(ignored > 2_500_000, "{summary}");
 }

@@ -119,3 +119,80 @@ fn a_program_not_after_the_separator_gets_the_line_to_write() {
     let err = stderr_of(&mut plain_env(&["run", "--scpoe", "process"]), 2);
     assert!(!err.contains("go after `--`"), "{err}");
 }
+
+/// `bytes` as one argument, whatever its encoding.
+fn os(bytes: &[u8]) -> std::ffi::OsString {
+    std::os::unix::ffi::OsStringExt::from_vec(bytes.to_vec())
+}
+
+#[test]
+fn a_value_not_in_utf8_is_a_usage_error_naming_its_option() {
+    let bad: &[u8] = b"caf\xe9";
+    for (before, option, after) in [
+        (&["bench", "-m", "x.gguf", "--arm"][..], "--arm", &[][..]),
+        (&["bench", "-m", "x.gguf", "--profile"], "--profile", &[]),
+        (
+            &["verify", "-m", "x.gguf", "--cpu-brand"],
+            "--cpu-brand",
+            &[],
+        ),
+        (&["run", "--profile"], "--profile", &["--", "true"]),
+        (
+            &["run", "--only-process"],
+            "--only-process",
+            &["--", "true"],
+        ),
+        (&["run", "--cpu-brand"], "--cpu-brand", &["--", "true"]),
+        (&["explain", "--family-max"], "--family-max", &[]),
+        (&["report", "--arm"], "--arm", &[]),
+    ] {
+        let mut cmd = plain_env(before);
+        cmd.arg(os(bad)).args(after);
+        let err = stderr_of(&mut cmd, 2);
+        assert!(
+            err.starts_with(&format!(
+                "capshim: error: invalid value 'caf\u{fffd}' for '{option}'"
+            )),
+            "{before:?}: {err}"
+        );
+        assert!(err.contains("give it in UTF-8"), "{err}");
+    }
+    // llama.cpp's arguments are recorded as text in the bundle.
+    let mut cmd = plain_env(&["bench", "-m", "x.gguf", "--", "-p"]);
+    cmd.arg(os(bad));
+    let err = stderr_of(&mut cmd, 2);
+    assert!(
+        err.starts_with("capshim: error: invalid value 'caf\u{fffd}' for '<LLAMA_BENCH_ARGS>'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn clap_tips_that_would_misplace_an_argument_are_made_right() {
+    // A negative number after an option: after `--` it would be run as the program.
+    let err = stderr_of(
+        &mut plain_env(&["run", "--family-max", "-1", "--", "true"]),
+        2,
+    );
+    assert!(!err.contains("'-- -1'"), "{err}");
+    assert!(
+        err.contains("tip: to give '-1' as the value of --family-max, write '--family-max=-1'"),
+        "{err}"
+    );
+    // run's profile options are an arm's items in bench and verify: after `--` they would go
+    // to llama.cpp.
+    for command in ["bench", "verify"] {
+        let err = stderr_of(
+            &mut plain_env(&[command, "-m", "x.gguf", "--family-max", "1007"]),
+            2,
+        );
+        assert!(!err.contains("'-- --family-max'"), "{err}");
+        assert!(
+            err.contains("--arm LABEL=family-max=1007, e.g. --arm a=family-max=1007"),
+            "{err}"
+        );
+    }
+    // An unknown option of run: after `--` it would be the program; no tip.
+    let err = stderr_of(&mut plain_env(&["run", "-x", "--", "true"]), 2);
+    assert!(!err.contains("tip:"), "{err}");
+}

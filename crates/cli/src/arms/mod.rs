@@ -15,6 +15,7 @@
 
 pub mod spec;
 
+use std::ffi::OsString;
 use std::path::Path;
 
 use capshim_profile::Profile;
@@ -66,18 +67,33 @@ impl Arm {
         }
     }
 
-    /// The environment change for one of this arm's processes: capshim's own settings and the
-    /// injection variable removed, then (with a profile) the shim's variables, its status file
-    /// and the injection of `dylib`, then the arm's own variables.
+    /// The environment change for one of this arm's processes, from capshim's own environment
+    /// `parent` (names and values): capshim's own settings and the injection variable
+    /// removed, the injection variable's other libraries kept, then (with a profile) the
+    /// shim's variables, its status file and the injection of `dylib`, then the arm's own
+    /// variables ([`arm_env`]).
+    pub fn env_change_from(
+        &self,
+        dylib: Option<&Path>,
+        status_file: &Path,
+        parent: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> EnvChange {
+        let mut change = arm_env(self.profile.as_ref(), dylib, status_file, parent);
+        change.set.extend(self.env.iter().cloned());
+        change
+    }
+
+    /// As [`Arm::env_change_from`], from the names of capshim's variables alone: with no value
+    /// known, an inherited injection variable is dropped whole, the user's other libraries with
+    /// it. (verify's call, until it passes the values.)
     pub fn env_change(
         &self,
         dylib: Option<&Path>,
         status_file: &Path,
         inherited: impl Iterator<Item = String>,
     ) -> EnvChange {
-        let mut change = arm_env(self.profile.as_ref(), dylib, status_file, inherited);
-        change.set.extend(self.env.iter().cloned());
-        change
+        let parent = inherited.map(|name| (OsString::from(name), OsString::new()));
+        self.env_change_from(dylib, status_file, parent)
     }
 }
 

@@ -39,10 +39,10 @@ pub fn run_one(
     if let Some(p) = &status_path {
         std::fs::write(p, "").map_err(io("cannot create", p))?;
     }
-    let env = arm.env_change(
+    let env = arm.env_change_from(
         plan.dylib.as_deref(),
         status_path.as_deref().unwrap_or(Path::new("")),
-        std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
+        std::env::vars_os(),
     );
     let mut argv = vec![plan.llama_bench.display().to_string()];
     argv.extend(args.iter().cloned());

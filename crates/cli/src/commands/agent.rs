@@ -9,7 +9,8 @@ use clap::Args;
 
 use super::out;
 use crate::deploy::agent::{Agent, AgentError, check_absolute, check_label};
-use crate::launch::environment::{ShimArgs, append_library};
+use crate::launch::environment::ShimArgs;
+use crate::launch::injection::insert_library;
 use crate::launch::{Os, dylib, preflight};
 use crate::platform::facts;
 use crate::profile::ProfileArgs;
@@ -178,7 +179,10 @@ pub fn execute(mut args: AgentArgs) -> anyhow::Result<ExitCode> {
     }
     environment.push((
         Os::MacOs.injection_var().to_string(),
-        utf8("--dylib", &append_library(None, library.as_os_str()))?,
+        utf8(
+            "--dylib",
+            &insert_library(None, library.as_os_str(), Os::MacOs),
+        )?,
     ));
     let agent = Agent {
         label: args.label,

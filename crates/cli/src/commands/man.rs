@@ -12,7 +12,8 @@ use crate::docgen;
 const AFTER_HELP: &str = "\
 Without --out-dir, prints capshim(1) on stdout (try `capshim man | man -l -`). With --out-dir,
 writes capshim.1 and one page per subcommand (capshim-run.1, capshim-bench.1, ...); an existing
-page is refused unless --force.
+page, or a symbolic link in its place, is refused unless --force, which replaces it (a link is
+replaced by the page, never written through).
 
 Exit codes: 0 written, 1 a page exists or cannot be written, 2 bad command line.";
 

@@ -12,11 +12,14 @@ mod profiles;
 mod report;
 mod run;
 mod sign;
+mod usage;
 mod verify;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub use usage::{clarify, missing_separator_tip};
 
 /// Exit code of a command line that cannot work (as clap's own).
 pub const EXIT_USAGE: u8 = 2;
@@ -26,34 +29,6 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
-
-/// For `capshim run ls -l` (the command not after `--`): the line that says how to write it.
-/// `args` are the arguments after `capshim`; `error` is what clap stopped on, whose unexpected
-/// argument is where the program starts.
-pub fn missing_separator_tip(args: &[String], error: &clap::Error) -> Option<String> {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let command = args.first()?;
-    if !["run", "agent", "doctor"].contains(&command.as_str())
-        || error.kind() != ErrorKind::UnknownArgument
-        || args.iter().any(|a| a == "--")
-    {
-        return None;
-    }
-    let Some(ContextValue::String(unexpected)) = error.get(ContextKind::InvalidArg) else {
-        return None;
-    };
-    // An option capshim does not know (`--bogus`) is a typo, not a program.
-    if unexpected.starts_with('-') {
-        return None;
-    }
-    let at = args.iter().skip(1).position(|a| a == unexpected)? + 1;
-    let (before, after) = args.split_at(at);
-    Some(format!(
-        "the program and its arguments go after `--`: capshim {} -- {}",
-        before.join(" "),
-        after.join(" ")
-    ))
-}
 
 /// How `bench` and `verify` end on an error: stopped by signal `number` (128 + it, as a shell
 /// reports, after saying why), or the error for `main` to print.

@@ -29,8 +29,11 @@ pub const EXIT_NOT_ACTIVE: u8 = 4;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Sets the shim's CAPSHIM_* variables and the injection variable (DYLD_INSERT_LIBRARIES on
-macOS, LD_PRELOAD on Linux, appended to any existing value less the capshim libraries it
-already names, libcapshim.dylib or libcapshim.so, so that one shim hooks) for this command only, runs it
+macOS, LD_PRELOAD on Linux) for this command only: the shim library goes first in
+DYLD_INSERT_LIBRARIES and last in LD_PRELOAD, where each loader runs its initializer before
+those of the libraries already there, which stay; a capshim library already there (named
+libcapshim.dylib or libcapshim.so, or any file carrying capshim's version record, whatever its
+name) is dropped, so that one shim hooks. It runs the command
 with stdin/stdout/stderr attached, and afterwards prints one line on stderr from the shim's
 status file: `capshim: activated: hooked CLASS in PROCESS (pid N)` or
 `capshim: not activated: …` with the reason. Inherited CAPSHIM_* variables, and the published

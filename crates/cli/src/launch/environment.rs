@@ -9,6 +9,7 @@ use capshim_profile::{Profile, env};
 use serde::Serialize;
 
 use super::Os;
+use super::injection::{insert_library, strip_capshim_libraries};
 
 /// `CAPSHIM_SCOPE`: whether children of the workload inherit the shim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -167,61 +168,15 @@ impl ShimSettings {
     }
 }
 
-/// `existing` with `library` appended after a `:`, unless it is already listed.
-pub fn append_library(existing: Option<&OsStr>, library: &OsStr) -> OsString {
-    match existing {
-        Some(value) if !value.is_empty() => {
-            let bytes = value.as_encoded_bytes();
-            if bytes
-                .split(|&b| b == b':')
-                .any(|entry| entry == library.as_encoded_bytes())
-            {
-                return value.to_os_string();
-            }
-            let mut out = value.to_os_string();
-            out.push(":");
-            out.push(library);
-            out
-        }
-        _ => library.to_os_string(),
-    }
-}
-
-/// Whether an entry of the injection variable names a capshim library: its file name is
-/// `libcapshim.dylib` or `libcapshim.so`, or it is `library` itself.
-fn is_capshim_library(entry: &[u8], library: &OsStr) -> bool {
-    let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
-    entry == library.as_encoded_bytes()
-        || [Os::MacOs, Os::Linux]
-            .iter()
-            .any(|os| name == os.library_name().as_bytes())
-}
-
-/// The injection variable's `value` without its capshim libraries (see
-/// [`is_capshim_library`]), entries split at `:` (and, for `LD_PRELOAD`, which glibc also
-/// splits at spaces, at spaces); `None` when nothing else is left.
-pub fn strip_capshim_libraries(value: &OsStr, library: &OsStr, os: Os) -> Option<OsString> {
-    let bytes = value.as_encoded_bytes();
-    let split = |b: &u8| *b == b':' || (os == Os::Linux && *b == b' ');
-    let kept: Vec<&[u8]> = bytes
-        .split(split)
-        .filter(|e| !e.is_empty() && !is_capshim_library(e, library))
-        .collect();
-    if kept.is_empty() {
-        return None;
-    }
-    Some(std::os::unix::ffi::OsStringExt::from_vec(kept.join(&b':')))
-}
-
 /// The child's whole environment, from the parent's.
 ///
 /// Inherited shim variables (`CAPSHIM_*` and the published shims' `LUME_METAL_*`,
 /// `TART_METAL_*`, `VEERTU_ANKA_GPU_*`) are dropped, so exactly the chosen
 /// profile applies (an inherited alias with another value would make the shim refuse), and
 /// so are capshim libraries already in the injection variable (a `capshim run` inside another,
-/// or a shell that exported it), so that one shim hooks, not two: as `bench` clears it for its
-/// arms. For a profile, the shim's variables are set and the library is appended to the
-/// injection variable; for stock nothing is injected.
+/// a shell that exported it, a renamed copy), so that one shim hooks, not two; the other
+/// libraries there stay. For a profile, the shim's variables are set and the library is
+/// inserted into the injection variable ([`insert_library`]); for stock nothing is injected.
 pub fn child_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     settings: &ShimSettings,
@@ -249,7 +204,7 @@ pub fn child_env(
     );
     out.push((
         injection.into(),
-        append_library(existing.as_deref(), settings.library.as_os_str()),
+        insert_library(existing.as_deref(), settings.library.as_os_str(), os),
     ));
     out
 }
@@ -277,20 +232,37 @@ pub fn pairs_as_object<S: serde::Serializer>(
     map.end()
 }
 
-/// The environment of an arm: capshim's and the injection variable are always removed first (so
-/// a stock arm is stock even when capshim itself runs under the shim); an arm with a profile then
-/// gets the profile's variables, its status file and the injection variable.
+/// The environment of an arm, from capshim's own (`parent`, names and values): capshim's
+/// variables and the injection variable are removed first (so a stock arm is stock even when
+/// capshim itself runs under the shim); the other libraries the injection variable held come
+/// back, less any capshim library (as [`child_env`] keeps them for `run`), in every arm; an arm
+/// with a profile then gets the profile's variables, its status file and `dylib` inserted into
+/// the injection variable ([`insert_library`]). The change is recorded in the bundle as text,
+/// so an inherited library whose path is not UTF-8 is left out.
 pub fn arm_env(
     profile: Option<&Profile>,
     dylib: Option<&Path>,
     status_file: &Path,
-    inherited: impl Iterator<Item = String>,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> EnvChange {
-    let inject = Os::current().injection_var();
+    let os = Os::current();
+    let inject = os.injection_var();
+    let library = dylib.map_or(OsStr::new(""), Path::as_os_str);
     let mut change = EnvChange::default();
-    for name in inherited {
-        if name == inject || env::is_capshim_var(name.as_bytes()) {
-            change.removed.push(name);
+    let mut others: Option<String> = None;
+    for (name, value) in parent {
+        if name == inject {
+            others = strip_capshim_libraries(&value, library, os).and_then(|kept| {
+                let text: Vec<&str> = kept
+                    .as_encoded_bytes()
+                    .split(|&b| b == b':')
+                    .filter_map(|e| std::str::from_utf8(e).ok())
+                    .collect();
+                (!text.is_empty()).then(|| text.join(":"))
+            });
+        }
+        if name == inject || env::is_capshim_var(name.as_encoded_bytes()) {
+            change.removed.push(name.to_string_lossy().into_owned());
         }
     }
     change.removed.sort();
@@ -305,9 +277,12 @@ pub fn arm_env(
         change
             .set
             .push((env::LOG.primary.to_string(), "activation".to_string()));
+        let value = insert_library(others.as_deref().map(OsStr::new), dylib.as_os_str(), os);
         change
             .set
-            .push((inject.to_string(), dylib.display().to_string()));
+            .push((inject.to_string(), value.to_string_lossy().into_owned()));
+    } else if let Some(others) = others {
+        change.set.push((inject.to_string(), others));
     }
     change
 }
@@ -361,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn appends_to_an_existing_injection_without_duplicates() {
+    fn inserts_where_the_shims_initializer_runs_first_without_duplicates() {
         let parent = pairs(&[("DYLD_INSERT_LIBRARIES", "/usr/lib/other.dylib")]);
         let mut s = settings();
         s.library = "/x/libcapshim.dylib".into();
@@ -374,21 +349,14 @@ mod tests {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.to_str().unwrap().to_string())
         };
+        // dyld runs inserted initializers in list order: the shim goes first.
         assert_eq!(
             get("DYLD_INSERT_LIBRARIES").as_deref(),
-            Some("/usr/lib/other.dylib:/x/libcapshim.dylib")
+            Some("/x/libcapshim.dylib:/usr/lib/other.dylib")
         );
         assert_eq!(get("CAPSHIM_SCOPE").as_deref(), Some("process"));
         assert_eq!(get("CAPSHIM_ONLY_PROCESS").as_deref(), Some("llama-bench"));
         assert_eq!(get("CAPSHIM_LOG").as_deref(), Some("queries"));
-        assert_eq!(
-            append_library(Some(OsStr::new("/a:/x/l.so")), OsStr::new("/x/l.so")),
-            "/a:/x/l.so"
-        );
-        assert_eq!(
-            append_library(Some(OsStr::new("")), OsStr::new("/l.so")),
-            "/l.so"
-        );
     }
 
     #[test]
@@ -433,27 +401,6 @@ mod tests {
 
     #[test]
     fn inherited_capshim_libraries_are_stripped_so_one_shim_hooks() {
-        let lib = OsStr::new("/opt/capshim/libcapshim.so");
-        let strip = |v: &str, os| {
-            strip_capshim_libraries(OsStr::new(v), lib, os).map(|s| s.into_string().unwrap())
-        };
-        assert_eq!(
-            strip("/a/libx.so:/old/libcapshim.so:/b/liby.so", Os::Linux).as_deref(),
-            Some("/a/libx.so:/b/liby.so")
-        );
-        assert_eq!(
-            strip("/old/libcapshim.so /a/libx.so", Os::Linux).as_deref(),
-            Some("/a/libx.so")
-        );
-        assert_eq!(
-            strip("libcapshim.dylib:/opt/capshim/libcapshim.so", Os::MacOs),
-            None
-        );
-        assert_eq!(
-            strip("/a/libcapshim.so.bak", Os::Linux).as_deref(),
-            Some("/a/libcapshim.so.bak")
-        );
-
         let parent = pairs(&[("LD_PRELOAD", "/a/libx.so:/home/u/build/libcapshim.so")]);
         let out = child_env(parent.clone(), &settings(), Os::Linux);
         let get = |out: &[(OsString, OsString)]| {
@@ -495,24 +442,20 @@ mod tests {
 
     #[test]
     fn only_unlocked_arms_get_the_shim() {
-        let inherited = [
-            "PATH",
-            "LD_PRELOAD",
-            "CAPSHIM_LOG",
-            "LUME_METAL_APPLE_FAMILY_MAX",
-            "HOME",
-            "DYLD_INSERT_LIBRARIES",
-        ]
-        .map(String::from);
+        let inherited = pairs(&[
+            ("PATH", "/bin"),
+            ("CAPSHIM_LOG", "queries"),
+            ("LUME_METAL_APPLE_FAMILY_MAX", "1007"),
+            ("HOME", "/h"),
+        ]);
         let stock = arm_env(
             None,
             Some(Path::new("/x/libcapshim.so")),
             Path::new("/b/s.jsonl"),
-            inherited.clone().into_iter(),
+            inherited.clone(),
         );
         assert!(stock.set.is_empty());
         let inject = Os::current().injection_var();
-        assert!(stock.removed.contains(&inject.to_string()));
         assert!(stock.removed.contains(&"CAPSHIM_LOG".to_string()));
         assert!(
             stock
@@ -526,7 +469,7 @@ mod tests {
             Some(&profile),
             Some(Path::new("/x/libcapshim.so")),
             Path::new("/b/s.jsonl"),
-            inherited.into_iter(),
+            inherited,
         );
         let set: Vec<(&str, &str)> = unlocked
             .set
@@ -543,5 +486,44 @@ mod tests {
                 (inject, "/x/libcapshim.so"),
             ]
         );
+    }
+
+    #[test]
+    fn every_arm_keeps_the_users_other_libraries_and_drops_capshims() {
+        let os = Os::current();
+        let inject = os.injection_var();
+        let old = "/home/u/old/libcapshim.so";
+        let parent = pairs(&[("HOME", "/h"), (inject, &format!("/a/libx.so:{old}"))]);
+        let stock = arm_env(
+            None,
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            parent.clone(),
+        );
+        assert_eq!(stock.removed, [inject]);
+        assert_eq!(stock.set, [(inject.to_string(), "/a/libx.so".to_string())]);
+        let unlocked = arm_env(
+            Some(&apple9_64k()),
+            Some(Path::new("/x/libcapshim.so")),
+            Path::new("/b/s.jsonl"),
+            parent,
+        );
+        let expected = insert_library(
+            Some(OsStr::new("/a/libx.so")),
+            OsStr::new("/x/libcapshim.so"),
+            os,
+        );
+        assert_eq!(
+            unlocked.set.last().unwrap(),
+            &(inject.to_string(), expected.into_string().unwrap())
+        );
+        // Only capshim's library was there: the arm injects its own alone, stock nothing.
+        let only = pairs(&[(inject, old)]);
+        let stock = arm_env(None, None, Path::new(""), only);
+        assert!(stock.set.is_empty() && stock.removed == [inject]);
+        // A library path that is not UTF-8 cannot be recorded as text: left out.
+        let bytes = std::os::unix::ffi::OsStringExt::from_vec(b"/a/\xff.so:/b/y.so".to_vec());
+        let stock = arm_env(None, None, Path::new(""), [(inject.into(), bytes)]);
+        assert_eq!(stock.set, [(inject.to_string(), "/b/y.so".to_string())]);
     }
 }

@@ -1,10 +1,12 @@
-//! Launching a workload with the shim: where the library is, the child's environment,
-//! pre-flight checks of the program, reading the status file, and the exit status.
+//! Launching a workload with the shim: where the library is, the child's environment and in it
+//! the injection variable, pre-flight checks of the program, reading the status file, and the
+//! exit status.
 
 pub mod child;
 pub mod dylib;
 pub mod environment;
 pub mod exit;
+pub mod injection;
 pub mod preflight;
 pub mod signals;
 pub mod status;

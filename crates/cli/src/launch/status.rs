@@ -6,7 +6,17 @@
 //! `{"pid":123,"process":"probe","event":"active"|"inactive"|"hooked"|"failed",
 //!   "reason":null|"…","class":null|"AppleParavirtDevice","profile":null|{…}}`.
 //! "Activated" means at least one `hooked` event: a device class answers differently.
+//!
+//! `run` and `probe` read the file after the workload, which any process of it may have
+//! written to at length, so their [`Summary`] reads it as a stream within a fixed bound of
+//! memory: lines of up to [`MAX_LINE`] bytes (a longer line counts as unreadable), the events
+//! of the first [`MAX_PROCESSES`] processes, [`MAX_PER_KIND`] hooked classes, failures and
+//! reasons per process, and names and reasons cut at [`MAX_TEXT`] bytes. Every other event is
+//! counted, not kept, and the summary line says how many; a `hooked` event is always counted,
+//! so activation is found wherever it is in the file.
 
+use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -131,13 +141,80 @@ impl ProcessStatus {
     }
 }
 
-/// Everything the status file says, per process in order of first appearance.
+/// The longest status line [`Summary`] reads, in bytes: an event is a few hundred.
+pub const MAX_LINE: usize = 16 * 1024;
+/// The most processes [`Summary`] keeps the events of.
+pub const MAX_PROCESSES: usize = 1024;
+/// The most hooked classes, failures and reasons for staying stock [`Summary`] keeps per
+/// process, each.
+pub const MAX_PER_KIND: usize = 4;
+/// The longest process name, class or reason [`Summary`] keeps, in bytes.
+pub const MAX_TEXT: usize = 512;
+
+/// Everything the status file says, per process in order of first appearance, within the
+/// bounds above.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
-    /// One entry per process that wrote an event.
+    /// One entry per process that wrote an event (the first [`MAX_PROCESSES`]).
     pub processes: Vec<ProcessStatus>,
-    /// Lines that were not status events (e.g. cut short).
+    /// Lines that were not status events (e.g. cut short, or longer than [`MAX_LINE`]).
     pub unreadable_lines: usize,
+    /// Events read but not kept: beyond [`MAX_PER_KIND`] of a kind in one process, or of a
+    /// process beyond the first [`MAX_PROCESSES`].
+    pub left_out: usize,
+    /// Processes beyond the first [`MAX_PROCESSES`] that hooked a device class.
+    pub hooked_unlisted: usize,
+    /// Where each kept process is in `processes`, by pid.
+    index: HashMap<u32, usize>,
+    /// The pids beyond the first [`MAX_PROCESSES`] seen hooking, up to [`MAX_PROCESSES`] (to
+    /// count each once).
+    unlisted_pids: Vec<u32>,
+}
+
+/// `text` cut to at most [`MAX_TEXT`] bytes at a character boundary, `…` marking the cut.
+fn capped(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// Reads one line into `line` (without its end), keeping at most `max` bytes: `None` at the
+/// end of the input, `Some(false)` for a line longer than `max`, whose rest is skipped.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    line.clear();
+    let (mut any, mut whole) = (false, true);
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(any.then_some(whole));
+        }
+        any = true;
+        let (part, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..at], Some(at + 1)),
+            None => (buffer, None),
+        };
+        if whole && line.len() + part.len() <= max {
+            line.extend_from_slice(part);
+        } else {
+            whole = false;
+            line.clear();
+        }
+        let used = done.unwrap_or(buffer.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(Some(whole));
+        }
+    }
 }
 
 /// The most processes named in the one-line summary before "and N more".
@@ -153,50 +230,106 @@ fn listed(items: Vec<String>) -> String {
 }
 
 impl Summary {
-    /// Reads the status file at `path`; a missing or unreadable file holds no events.
-    /// Never fails: unreadable lines are counted.
+    /// Reads the status file at `path` as a stream, within the bounds of the module's
+    /// constants; a missing or unreadable file holds no events. Never fails: unreadable
+    /// lines are counted, and reading stops at an I/O error.
     pub fn read_file(path: &Path) -> Summary {
-        Summary::from_lines(&std::fs::read_to_string(path).unwrap_or_default())
+        match std::fs::File::open(path) {
+            Ok(file) => Summary::from_reader(std::io::BufReader::new(file)),
+            Err(_) => Summary::default(),
+        }
     }
 
-    /// Reads status-file text (JSON lines). Never fails: unreadable lines are counted.
+    /// Reads status-file text (JSON lines), as [`Summary::from_reader`].
+    #[cfg(test)]
     pub fn from_lines(text: &str) -> Summary {
+        Summary::from_reader(text.as_bytes())
+    }
+
+    /// Reads status-file lines from `reader` one at a time, keeping what the module's
+    /// constants allow. Never fails: unreadable lines are counted.
+    pub fn from_reader(mut reader: impl BufRead) -> Summary {
         let mut summary = Summary::default();
-        for event in StatusEvent::parse_lines("", text) {
-            let Ok(event) = event else {
+        let mut line = Vec::new();
+        while let Ok(Some(whole)) = read_line_capped(&mut reader, &mut line, MAX_LINE) {
+            if !whole {
                 summary.unreadable_lines += 1;
-                continue;
-            };
-            let index = match summary.processes.iter().position(|p| p.pid == event.pid) {
-                Some(i) => i,
-                None => {
-                    summary.processes.push(ProcessStatus {
-                        pid: event.pid,
-                        process: event.process.clone(),
-                        ..Default::default()
-                    });
-                    summary.processes.len() - 1
+            } else if !line.trim_ascii().is_empty() {
+                match serde_json::from_slice::<StatusEvent>(&line) {
+                    Ok(event) => summary.add(event),
+                    Err(_) => summary.unreadable_lines += 1,
                 }
-            };
-            let p = &mut summary.processes[index];
-            let class = event.class.unwrap_or_else(|| "?".to_string());
-            let reason = event
-                .reason
-                .unwrap_or_else(|| "no reason given".to_string());
-            match event.event.as_str() {
-                "active" => p.accepted = true,
-                "hooked" => p.hooked.push(class),
-                "failed" => p.failed.push((class, reason)),
-                "inactive" => p.inactive.push(reason),
-                _ => summary.unreadable_lines += 1,
             }
         }
         summary
     }
 
+    /// Adds one event, within the bounds.
+    fn add(&mut self, event: StatusEvent) {
+        let index = match self.index.get(&event.pid) {
+            Some(&i) => i,
+            None if self.processes.len() < MAX_PROCESSES => {
+                self.processes.push(ProcessStatus {
+                    pid: event.pid,
+                    process: capped(event.process),
+                    ..Default::default()
+                });
+                self.index.insert(event.pid, self.processes.len() - 1);
+                self.processes.len() - 1
+            }
+            None => {
+                self.left_out += 1;
+                if event.event == "hooked" && !self.unlisted_pids.contains(&event.pid) {
+                    self.hooked_unlisted += 1;
+                    if self.unlisted_pids.len() < MAX_PROCESSES {
+                        self.unlisted_pids.push(event.pid);
+                    }
+                }
+                return;
+            }
+        };
+        let p = &mut self.processes[index];
+        let class = || capped(event.class.clone().unwrap_or_else(|| "?".to_string()));
+        let reason = || {
+            capped(
+                event
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason given".to_string()),
+            )
+        };
+        let full = match event.event.as_str() {
+            "active" => {
+                p.accepted = true;
+                false
+            }
+            "hooked" if p.hooked.contains(&class()) => false,
+            "hooked" if p.hooked.len() < MAX_PER_KIND => {
+                p.hooked.push(class());
+                false
+            }
+            "failed" if p.failed.len() < MAX_PER_KIND => {
+                p.failed.push((class(), reason()));
+                false
+            }
+            "inactive" if p.inactive.len() < MAX_PER_KIND => {
+                p.inactive.push(reason());
+                false
+            }
+            "hooked" | "failed" | "inactive" => true,
+            _ => {
+                self.unreadable_lines += 1;
+                false
+            }
+        };
+        if full {
+            self.left_out += 1;
+        }
+    }
+
     /// Whether any process hooked a device class, so answers really changed.
     pub fn activated(&self) -> bool {
-        self.processes.iter().any(|p| !p.hooked.is_empty())
+        self.hooked_unlisted > 0 || self.processes.iter().any(|p| !p.hooked.is_empty())
     }
 
     /// The one line `capshim run` prints on stderr after the workload exits.
@@ -208,12 +341,18 @@ impl Summary {
              programs without the allow-dyld-environment-variables entitlement)"
                 .to_string()
         } else if self.activated() {
-            let active: Vec<String> = self
+            let mut active: Vec<String> = self
                 .processes
                 .iter()
                 .filter(|p| !p.hooked.is_empty())
                 .map(|p| format!("hooked {} in {}", p.hooked.join(", "), p.who()))
                 .collect();
+            if self.hooked_unlisted > 0 {
+                active.push(format!(
+                    "hooked in {} more process(es) after the first {MAX_PROCESSES}",
+                    self.hooked_unlisted
+                ));
+            }
             let mut line = format!("capshim: activated: {}", listed(active));
             let failures: Vec<String> = self
                 .processes
@@ -249,6 +388,13 @@ impl Summary {
             line.push_str(&format!(
                 " ({} unreadable status line(s) ignored)",
                 self.unreadable_lines
+            ));
+        }
+        if self.left_out > 0 {
+            line.push_str(&format!(
+                " ({} status event(s) left out: capshim keeps the first {MAX_PROCESSES} \
+                 processes' events, {MAX_PER_KIND} of each kind per process)",
+                self.left_out
             ));
         }
         line
@@ -341,6 +487,88 @@ mod tests {
             err.to_string().contains("raw/x.status.jsonl: line 1"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_flooded_status_file_is_read_within_bounds_and_activation_still_found() {
+        let event = |pid: u32, kind: &str, reason: &str| {
+            format!(
+                "{{\"pid\":{pid},\"process\":\"{}\",\"event\":\"{kind}\",\"reason\":\"{reason}\",\"class\":\"C{pid}\",\"profile\":null}}\n",
+                "p".repeat(2000)
+            )
+            .into_bytes()
+        };
+        let long_reason = "r".repeat(4000);
+        let mut lines = vec![
+            // A line longer than MAX_LINE, and one that is not an event.
+            vec![b'x'; 3 * MAX_LINE],
+            b"\0\0not json\n".to_vec(),
+        ];
+        // One process repeating itself, and more processes than are kept.
+        lines.push(event(1, "inactive", &long_reason));
+        lines.push(event(1, "hooked", ""));
+        for pid in 100..100 + 2 * MAX_PROCESSES as u32 {
+            lines.push(event(pid, "active", ""));
+        }
+        lines[0].push(b'\n');
+        let mut last = event(7, "active", "");
+        last.extend(event(7, "hooked", ""));
+        last.extend(event(5000, "hooked", "")); // beyond the kept processes
+        // 16 MiB of them, over and over, then the last events.
+        let mut flood: Vec<u8> = lines
+            .iter()
+            .cycle()
+            .take_while({
+                let mut size = 0;
+                move |l| {
+                    size += l.len();
+                    size < 16 << 20
+                }
+            })
+            .flatten()
+            .copied()
+            .collect();
+        flood.extend(last);
+        let s = Summary::from_reader(&flood[..]);
+        assert!(s.activated());
+        assert_eq!(s.processes.len(), MAX_PROCESSES);
+        // pid 7 and pid 5000 came after the first 1024 processes: counted, not listed.
+        assert_eq!(s.hooked_unlisted, 2);
+        let first = &s.processes[0];
+        assert_eq!(first.pid, 1);
+        // A class hooked again is the same class; reasons are kept up to the bound.
+        assert!(first.inactive.len() == MAX_PER_KIND && first.hooked == ["C1"]);
+        assert!(first.inactive[0].len() <= MAX_TEXT + '…'.len_utf8());
+        assert!(first.process.len() <= MAX_TEXT + '…'.len_utf8());
+        // Each pass over the lines: two unreadable ones, and events left out.
+        assert!(
+            s.unreadable_lines >= 4 && s.left_out > 1000,
+            "{} {}",
+            s.unreadable_lines,
+            s.left_out
+        );
+        let line = s.line();
+        assert!(
+            line.starts_with(&format!("capshim: activated: hooked C1 in {}", first.who())),
+            "{line}"
+        );
+        assert!(
+            line.contains("hooked in 2 more process(es) after the first 1024"),
+            "{line}"
+        );
+        assert!(line.contains("status event(s) left out: capshim keeps the first 1024 processes' events, 4 of each kind per process"), "{line}");
+        assert!(s.processes.iter().all(|p| p.pid != 7));
+    }
+
+    #[test]
+    fn lines_are_read_whole_or_skipped_past_the_cap() {
+        let mut input: &[u8] = b"abc\n0123456789\nlast";
+        let mut line = Vec::new();
+        let mut read = || read_line_capped(&mut input, &mut line, 5).unwrap();
+        assert_eq!(read(), Some(true));
+        assert_eq!(read(), Some(false));
+        assert_eq!(read(), Some(true));
+        assert_eq!(read(), None);
     }
 
     #[test]

@@ -54,7 +54,13 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<(Option<String>, Fields),
         path: path.to_path_buf(),
         message,
     };
-    let file: ProfileFile = toml::from_str(text).map_err(|e| bad(e.message().to_string()))?;
+    let file: ProfileFile = toml::from_str(text).map_err(|e| {
+        let message = e.message();
+        bad(match e.span().and_then(|span| line_at(text, span.start)) {
+            Some(line) => format!("{line}: {message}"),
+            None => message.to_string(),
+        })
+    })?;
     let number = |field: &str, value: &Option<FileNumber>| {
         value
             .as_ref()
@@ -74,6 +80,28 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<(Option<String>, Fields),
         return Err(bad("apple_family_max is missing".to_string()));
     }
     Ok((file.name, fields))
+}
+
+/// Where an error at byte `at` of `text` is, for a reader: `line N` and, on a `key = value`
+/// line, the line itself (TOML's message for a value, such as an integer too large for
+/// TOML's 64 bits, does not name its key).
+fn line_at(text: &str, at: usize) -> Option<String> {
+    let before = text.get(..at)?;
+    let number = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("").trim();
+    let keyed = line.split_once('=').is_some_and(|(key, _)| {
+        let key = key.trim();
+        !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    });
+    Some(if keyed && line.len() <= 120 {
+        format!("line {number}, `{line}`")
+    } else {
+        format!("line {number}")
+    })
 }
 
 #[cfg(test)]
@@ -112,6 +140,22 @@ mod tests {
         }
         let (_, f) = parse(path, "apple_family_max = 2002").unwrap();
         assert!(matches!(validate(f), Err(ProfileArgsError::Refused(_))));
+    }
+
+    #[test]
+    fn a_number_too_large_for_toml_names_its_field() {
+        let path = Path::new("p.toml");
+        let text = "apple_family_max = 1007\nmax_threadgroup_memory = 99999999999999999999999\n";
+        let err = parse(path, text).unwrap_err().to_string();
+        assert!(
+            err.contains("line 2, `max_threadgroup_memory = 99999999999999999999999`: "),
+            "{err}"
+        );
+        let err = parse(path, "apple_family_max = 18446744073709551616").unwrap_err();
+        assert!(
+            err.to_string().contains("line 1, `apple_family_max = "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use capshim_profile::{Profile, env};
 use clap::Args;
 use thiserror::Error;
 
+use crate::input_file::InputError;
 use crate::platform::facts::{self, SystemFacts};
 pub use chip::ChipMatch;
 
@@ -121,7 +122,15 @@ pub enum ProfileArgsError {
     #[error(transparent)]
     UnknownBrand(#[from] named::UnknownBrand),
     /// The profile file cannot be read.
-    #[error("the profile file: {source}; check the path given to --profile-file")]
+    #[error(
+        "the profile file: {source}{}",
+        // Where the path may simply be wrong; the other reasons carry their own advice.
+        if matches!(source, InputError::Io { .. } | InputError::TooLarge { .. }) {
+            "; check the path given to --profile-file"
+        } else {
+            ""
+        }
+    )]
     ReadFile {
         /// Why: the OS error, or not a regular file.
         source: crate::input_file::InputError,

@@ -280,3 +280,34 @@ fn a_profile_files_value_beyond_hardware_names_the_file_and_field() {
         "{err}"
     );
 }
+
+#[test]
+fn a_profile_file_that_cannot_be_read_gets_its_advice_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = |path: &std::path::Path| {
+        on_linux(ProfileArgs {
+            profile_file: Some(path.to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string()
+    };
+    let huge = dir.path().join("huge.toml");
+    std::fs::write(&huge, vec![b'#'; (PROFILE_FILE_MAX + 1) as usize]).unwrap();
+    let missing = dir.path().join("missing.toml");
+    for path in [&huge, &missing] {
+        let err = error(path);
+        assert_eq!(err.matches("check the path").count(), 1, "{err}");
+        assert!(
+            err.ends_with("check the path given to --profile-file"),
+            "{err}"
+        );
+    }
+    // A device says what to do instead, and only that.
+    let err = error(std::path::Path::new("/dev/null"));
+    assert!(!err.contains("check the path"), "{err}");
+    assert!(
+        err.ends_with("save the data to a file and give that"),
+        "{err}"
+    );
+}
