@@ -211,13 +211,8 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         return Err(NoInterval::BadValue);
     }
     d.sort_by(f64::total_cmp);
-    let walsh = walsh_count(n);
-    let (low, high) = (walsh_nth(&d, k), walsh_nth(&d, walsh - 1 - k));
-    let center = if walsh % 2 == 1 {
-        walsh_nth(&d, walsh / 2)
-    } else {
-        (walsh_nth(&d, walsh / 2 - 1) + walsh_nth(&d, walsh / 2)) / 2.0
-    };
+    let (low, high) = walsh_bounds(&d, k);
+    let center = hodges_lehmann(&d);
     let mean = d.iter().sum::<f64>() / n as f64;
     let sd_log = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
     let reach = (high - low) / 2.0;
@@ -234,6 +229,24 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         sd_log,
         rounds_for_noise_band: rounds_for_half_width(sd_log, NOISE),
     })
+}
+
+/// The `(k + 1)`-th smallest and `(k + 1)`-th largest Walsh averages of the sorted log ratios
+/// `d`: the signed-rank interval for the critical count `k` ([`critical_value`]).
+pub fn walsh_bounds(d: &[f64], k: u64) -> (f64, f64) {
+    let walsh = walsh_count(d.len());
+    (walsh_nth(d, k), walsh_nth(d, walsh - 1 - k))
+}
+
+/// The Hodges–Lehmann estimate of the sorted log ratios `d` (at least one): the median of
+/// their Walsh averages, the point the signed-rank interval is built around.
+pub fn hodges_lehmann(d: &[f64]) -> f64 {
+    let walsh = walsh_count(d.len());
+    if walsh % 2 == 1 {
+        walsh_nth(d, walsh / 2)
+    } else {
+        (walsh_nth(d, walsh / 2 - 1) + walsh_nth(d, walsh / 2)) / 2.0
+    }
 }
 
 /// The rounds whose interval would have a half-width within `target` (a fraction) when one

@@ -6,8 +6,9 @@ use super::{
     ExportError, Exporter, cell, format_half_width, format_percent, format_precision,
     format_speedup, format_speedup_claim, format_ts,
 };
-use crate::analysis::Summary;
+use crate::analysis::family::{FamilyVerdict, level_text, out_of_reach_text};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
+use crate::analysis::{Summary, VerdictFamily};
 
 /// Markdown output.
 pub struct Markdown;
@@ -78,6 +79,19 @@ impl Exporter for Markdown {
     }
 }
 
+/// Schema 6's sentence on how the verdicts are read, after the main table's legend.
+fn family_text(family: &VerdictFamily) -> String {
+    let count = family.intervals;
+    format!(
+        " Verdicts are family-wise: all {count} together are right with at least {}% probability, \
+         each read from its interval at {}% (Bonferroni over the {count} interval{}), not from the {}% interval printed.",
+        level_text(family.family_level),
+        level_text(family.verdict_level),
+        if count == 1 { "" } else { "s" },
+        percent_text(CONFIDENCE_LEVEL),
+    )
+}
+
 /// The Markdown report of `summary`.
 pub fn render(summary: &Summary) -> String {
     let others = summary.other_arms();
@@ -132,6 +146,9 @@ pub fn render(summary: &Summary) -> String {
              stock median), its interval and what it shows: faster or slower only when the whole interval lies \
              beyond ±{band}%, no measurable difference when it lies within; without, arm median / stock median."
         ));
+    }
+    if let (Some(family), true) = (&summary.statistics.verdicts, summary.stock.is_some()) {
+        out.push_str(&family_text(family));
     }
     out.push_str("\n\n");
     out.push_str(&table(&headers, &aligns, &rows));
@@ -200,6 +217,29 @@ pub fn render(summary: &Summary) -> String {
     out.push_str(&table(&headers, &aligns, &rows));
     for (reason, arms) in &reasons {
         out.push_str(&format!("\n{}: {reason}.\n", arms.join(", ")));
+    }
+    for (i, row) in summary.rows.iter().enumerate() {
+        for arm in &summary.arm_order {
+            let Some(s) = cell(summary, i, arm) else {
+                continue;
+            };
+            if let Some(FamilyVerdict {
+                rounds_needed: Some(needed),
+                ..
+            }) = s.verdict_basis
+            {
+                let level = summary
+                    .statistics
+                    .verdicts
+                    .as_ref()
+                    .map_or(CONFIDENCE_LEVEL, |f| f.verdict_level);
+                out.push_str(&format!(
+                    "\n{arm} {}: {}.\n",
+                    row.test,
+                    out_of_reach_text(s.rounds.len(), level, needed)
+                ));
+            }
+        }
     }
 
     if !summary.capabilities.0.is_empty() {

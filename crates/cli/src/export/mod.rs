@@ -131,6 +131,9 @@ mod tests {
             speedup_no_interval: precision
                 .is_none()
                 .then(|| "no interval: 2 rounds".to_string()),
+            ratio_of_medians: None,
+            verdict_basis: None,
+            round_ratios: None,
             cv: None,
             rounds: Vec::new(),
             samples_ts: Vec::new(),

@@ -1,0 +1,180 @@
+//! Calibration of schema 6's statistics against simulated truth ([`super::sim`]'s machine and
+//! bench): family-wise verdicts over a bench's intervals. Each test prints its figures with
+//! `cargo test -p capshim-cli calibration6 -- --nocapture`; docs/bench.md quotes them.
+
+use super::family::{family_verdict, verdict_level};
+use super::interval::{Interval, Verdict, paired_ratio, verdict};
+use super::interval::{NOISE, RoundPair};
+use super::sim::{BUSY, Bench, Noise, PERIODIC, QUIET, SplitMix64, TYPICAL, round_logs};
+
+const NOISE_GRID: [(&str, Noise); 4] = [
+    ("quiet", QUIET),
+    ("typical", TYPICAL),
+    ("busy", BUSY),
+    ("periodic", PERIODIC),
+];
+
+/// The speedup's 95% interval through the production path, from log ratios.
+fn interval95(d: &[f64]) -> Option<Interval> {
+    let pairs: Vec<RoundPair> = d
+        .iter()
+        .enumerate()
+        .map(|(i, x)| RoundPair {
+            round: i as u32 + 1,
+            arm: 100.0 * x.exp(),
+            reference: 100.0,
+        })
+        .collect();
+    paired_ratio(&pairs).ok().map(|p| p.interval)
+}
+
+/// Over many benches at one grid point: how often some verdict of a bench is wrong, how
+/// often all its verdict intervals cover their truths together, and the same for the 95%
+/// intervals read one by one (schema 5's verdicts).
+#[derive(Debug, Default)]
+struct Family {
+    benches: usize,
+    /// Benches with some verdict wrong: faster or slower for a truth within the band, the
+    /// wrong direction, no measurable difference for a truth beyond it.
+    wrong: usize,
+    /// Benches whose every verdict interval covers its truth (none out of reach).
+    covered: usize,
+    /// Benches where some verdict is inconclusive because its level is out of reach.
+    out_of_reach: usize,
+    /// Schema 5, per-interval 95% verdicts: benches with some wrong verdict.
+    wrong_95: usize,
+    /// Schema 5: benches whose every 95% interval covers its truth.
+    covered_95: usize,
+}
+
+fn wrong_call(v: Verdict, truth: f64) -> bool {
+    let inside = (1.0 - NOISE..=1.0 + NOISE).contains(&truth);
+    match v {
+        Verdict::Faster => inside || truth < 1.0,
+        Verdict::Slower => inside || truth > 1.0,
+        Verdict::NoMeasurableDifference => !inside,
+        Verdict::Inconclusive => false,
+    }
+}
+
+fn family(seed: u64, runs: usize, bench: &Bench, truth: f64) -> Family {
+    let mut rng = SplitMix64(seed);
+    let arms = bench.effects.len();
+    let tests = bench.effects[0].len();
+    let m = (arms - 1) * tests;
+    let level = verdict_level(m);
+    let mut f = Family::default();
+    for _ in 0..runs {
+        let processes = bench.run(&mut rng);
+        let (mut wrong, mut covered, mut reach) = (false, true, false);
+        let (mut wrong_95, mut covered_95) = (false, true);
+        for arm in 1..arms {
+            for test in 0..tests {
+                let mut d = round_logs(&processes, arm, test);
+                d.sort_by(f64::total_cmp);
+                let v = family_verdict(&d, level);
+                wrong |= wrong_call(v.verdict, truth);
+                match v.interval {
+                    Some(i) => covered &= i.low <= truth && truth <= i.high,
+                    None => reach = true,
+                }
+                let i95 = interval95(&d).expect("at least 6 rounds");
+                wrong_95 |= wrong_call(verdict(&i95), truth);
+                covered_95 &= i95.low <= truth && truth <= i95.high;
+            }
+        }
+        f.benches += 1;
+        f.wrong += usize::from(wrong);
+        f.covered += usize::from(covered && !reach);
+        f.out_of_reach += usize::from(reach);
+        f.wrong_95 += usize::from(wrong_95);
+        f.covered_95 += usize::from(covered_95);
+    }
+    f
+}
+
+/// Benches per grid point: the binomial standard error of a 5% rate is 0.7%.
+const FAMILY_RUNS: usize = 1000;
+
+#[test]
+fn family_wise_verdicts_keep_a_benchs_error_within_5_percent() {
+    let mut lines = Vec::new();
+    let mut failures = Vec::new();
+    let mut worst_95 = 1.0f64;
+    let mut seed = 0xfa_0001;
+    // (arms besides stock, tests): m = 2 and m = 4 intervals.
+    for (arms, tests) in [(1, 2), (2, 2)] {
+        let m = arms * tests;
+        // 6 rounds cannot reach these levels: out_of_reach_levels_are_inconclusive checks it.
+        for rounds in [8, 12] {
+            for (name, noise) in NOISE_GRID {
+                // A/A, and every arm exactly at the band's edge (where "faster" is wrong).
+                for truth in [1.0, 1.0 + NOISE] {
+                    seed += 1;
+                    let bench = Bench::uniform(rounds, noise, arms, tests, truth);
+                    let f = family(seed, FAMILY_RUNS, &bench, truth);
+                    let rate = |n: usize| n as f64 / f.benches as f64;
+                    let at = format!("m {m}, {rounds} rounds, {name}, true ratio {truth}");
+                    lines.push(format!(
+                        "{at}: some verdict wrong {:.3} (95% one by one: {:.3}); all covered {:.3} \
+                         (95% one by one: {:.3}); level out of reach {:.3}",
+                        rate(f.wrong),
+                        rate(f.wrong_95),
+                        rate(f.covered),
+                        rate(f.covered_95),
+                        rate(f.out_of_reach)
+                    ));
+                    // The claim: all of a bench's verdicts are right together in 95%.
+                    if rate(f.wrong) > 0.05 {
+                        failures.push(format!("{at}: some verdict wrong in {:.3}", rate(f.wrong)));
+                    }
+                    // Bonferroni's guarantee, checked on the intervals themselves (with the
+                    // binomial slack of 1,000 benches) where the level is reached.
+                    if rate(f.covered) < 0.93 {
+                        failures.push(format!("{at}: all covered in {:.3}", rate(f.covered)));
+                    }
+                    if f.out_of_reach > 0 {
+                        failures.push(format!("{at}: the level out of reach"));
+                    }
+                    worst_95 = worst_95.min(rate(f.covered_95));
+                }
+            }
+        }
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "miscalibrated:\n{}",
+        failures.join("\n")
+    );
+    // The check can fail: 95% intervals read one by one do not cover all their truths
+    // together in 95% of benches.
+    eprintln!("worst joint coverage of 95% intervals one by one: {worst_95:.3}");
+    assert!(worst_95 < 0.9, "95% one by one covered jointly {worst_95:.3}");
+}
+
+#[test]
+fn out_of_reach_levels_are_inconclusive_whatever_the_data() {
+    // 6 rounds reach 96.9%; two intervals need 97.5%: even a 7× speedup is inconclusive.
+    let mut rng = SplitMix64(11);
+    let bench = Bench::uniform(6, QUIET, 1, 2, 7.0);
+    for _ in 0..50 {
+        let processes = bench.run(&mut rng);
+        for test in 0..2 {
+            let mut d = round_logs(&processes, 1, test);
+            d.sort_by(f64::total_cmp);
+            let v = family_verdict(&d, verdict_level(2));
+            assert_eq!(v.verdict, Verdict::Inconclusive);
+            assert_eq!(v.rounds_needed, Some(7));
+        }
+    }
+    // At 7 rounds the same machine's 7× is called faster.
+    let bench = Bench::uniform(7, QUIET, 1, 2, 7.0);
+    let processes = bench.run(&mut rng);
+    let mut d = round_logs(&processes, 1, 0);
+    d.sort_by(f64::total_cmp);
+    assert_eq!(
+        family_verdict(&d, verdict_level(2)).verdict,
+        Verdict::Faster
+    );
+}

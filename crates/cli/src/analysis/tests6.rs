@@ -1,0 +1,112 @@
+//! Tests of [`analyze_with`](super::analyze_with) in schema 6, and that schema 5's summary
+//! carries none of schema 6's fields.
+
+use super::tests::{arm, row};
+use super::*;
+use crate::export::Exporter;
+use crate::export::markdown::Markdown;
+use interval::Verdict;
+
+/// `n` rounds of stock and two arms, pp512 and tg128, each arm `ratio` × stock with a small
+/// wobble per round.
+fn bench(n: usize, ratio: f64) -> Vec<ArmInput> {
+    let wobble = [1.0, 1.004, 0.997, 1.002, 0.999, 1.001, 0.998, 1.003, 1.0, 0.996];
+    let runs = |scale: f64, shift: usize| -> Vec<Vec<BenchRow>> {
+        (0..n)
+            .map(|i| {
+                let w = wobble[(i + shift) % wobble.len()];
+                vec![
+                    row("m", 512, 0, &[100.0 * scale * w]),
+                    row("m", 0, 128, &[10.0 * scale * w]),
+                ]
+            })
+            .collect()
+    };
+    vec![
+        arm("stock", Role::Stock, runs(1.0, 0)),
+        arm("unlocked", Role::Other, runs(ratio, 3)),
+        arm("again", Role::Other, runs(1.0, 5)),
+    ]
+}
+
+fn schema6(arms: &[ArmInput]) -> Summary {
+    analyze_with(
+        arms,
+        &Options {
+            derivation: Derivation::Schema6,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn verdicts_are_read_at_the_family_level() {
+    let s = schema6(&bench(8, 7.2));
+    assert_eq!(s.schema_version, 6);
+    let family = s.statistics.verdicts.clone().unwrap();
+    assert_eq!(family.intervals, 4);
+    assert!((family.verdict_level - 0.9875).abs() < 1e-12);
+    let cell = |arm: &str, row: usize| s.rows[row].arms.get(arm).unwrap().clone().unwrap();
+    for row in 0..2 {
+        let u = cell("unlocked", row);
+        let basis = u.verdict_basis.unwrap();
+        assert_eq!(u.verdict, Some(Verdict::Faster));
+        let wide = basis.interval.unwrap();
+        let ci = u.speedup_ci95.unwrap();
+        // The printed interval stays the 95% one; the verdict's is wider.
+        assert_eq!(ci.level, interval::CONFIDENCE_LEVEL);
+        assert!(wide.low <= ci.low && wide.high >= ci.high, "{wide:?} {ci:?}");
+        assert_eq!(wide.level, family.verdict_level);
+        assert_eq!(u.round_ratios.as_ref().unwrap().len(), 8);
+        let a = cell("again", row);
+        assert_ne!(a.verdict, Some(Verdict::Faster));
+        assert_ne!(a.verdict, Some(Verdict::Slower));
+    }
+    let md = Markdown.render(&s).unwrap();
+    assert!(
+        md.contains("all 4 together are right with at least 95% probability"),
+        "{md}"
+    );
+    assert!(md.contains("at 98.75%"), "{md}");
+}
+
+#[test]
+fn a_level_out_of_reach_is_inconclusive_and_names_the_rounds() {
+    // 6 rounds, two intervals of one arm: 97.5% each, beyond 6 rounds' 96.9%.
+    let mut arms = bench(6, 7.2);
+    arms.pop();
+    let s = schema6(&arms);
+    let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    assert_eq!(u.verdict, Some(Verdict::Inconclusive));
+    assert_eq!(u.verdict_basis.unwrap().rounds_needed, Some(7));
+    // Schema 5 calls the same data faster.
+    let five = analyze(&arms).unwrap();
+    let u5 = five.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    assert_eq!(u5.verdict, Some(Verdict::Faster));
+    let md = Markdown.render(&s).unwrap();
+    assert!(
+        md.contains("unlocked pp512: inconclusive: its verdict needs a 97.5% interval"),
+        "{md}"
+    );
+    assert!(md.contains("--rounds 7"), "{md}");
+}
+
+#[test]
+fn schema_5_summaries_carry_no_schema_6_field() {
+    let s = analyze(&bench(8, 7.2)).unwrap();
+    assert_eq!(s.schema_version, SCHEMA_VERSION);
+    let json = serde_json::to_string(&s).unwrap();
+    for key in [
+        "verdicts",
+        "verdict_basis",
+        "round_ratios",
+        "ratio_of_medians",
+    ] {
+        assert!(!json.contains(&format!("\"{key}\"")), "{key} in {json}");
+    }
+    let six = serde_json::to_string(&schema6(&bench(8, 7.2))).unwrap();
+    for key in ["verdicts", "verdict_basis", "round_ratios", "ratio_of_medians"] {
+        assert!(six.contains(&format!("\"{key}\"")), "{key} missing");
+    }
+}
