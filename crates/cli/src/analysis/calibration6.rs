@@ -3,8 +3,11 @@
 //! `cargo test -p capshim-cli calibration6 -- --nocapture`; docs/bench.md quotes them.
 
 use super::family::{family_verdict, verdict_level};
-use super::interval::{Interval, Verdict, paired_ratio, verdict};
-use super::interval::{NOISE, RoundPair};
+use super::interval::{
+    CONFIDENCE_LEVEL, HINT_CHANCE, Interval, NOISE, RoundPair, Verdict, paired_ratio,
+    rounds_for_chance, rounds_for_half_width, verdict, walsh_bounds,
+};
+use super::ranks::critical_value;
 use super::sim::{BUSY, Bench, Noise, PERIODIC, QUIET, SplitMix64, TYPICAL, round_logs};
 
 const NOISE_GRID: [(&str, Noise); 4] = [
@@ -16,16 +19,7 @@ const NOISE_GRID: [(&str, Noise); 4] = [
 
 /// The speedup's 95% interval through the production path, from log ratios.
 fn interval95(d: &[f64]) -> Option<Interval> {
-    let pairs: Vec<RoundPair> = d
-        .iter()
-        .enumerate()
-        .map(|(i, x)| RoundPair {
-            round: i as u32 + 1,
-            arm: 100.0 * x.exp(),
-            reference: 100.0,
-        })
-        .collect();
-    paired_ratio(&pairs).ok().map(|p| p.interval)
+    paired_ratio(&pairs_of(d)).ok().map(|p| p.interval)
 }
 
 /// Over many benches at one grid point: how often some verdict of a bench is wrong, how
@@ -177,4 +171,67 @@ fn out_of_reach_levels_are_inconclusive_whatever_the_data() {
         family_verdict(&d, verdict_level(2)).verdict,
         Verdict::Faster
     );
+}
+
+#[test]
+fn the_rounds_hint_reaches_the_band_in_80_percent_of_benches() {
+    // Rounds whose log ratios vary normally with a known spread: at the hinted count, the
+    // share of benches whose half-width is within ±2% must be about 80% (the hint's aim), where
+    // schema 5's hint (the large-sample width) gave about a coin flip.
+    const RUNS: usize = 1000;
+    let mut rng = SplitMix64(0x4_0001);
+    let band = NOISE;
+    let mut lines = Vec::new();
+    let mut failures = Vec::new();
+    for sd in [0.015, 0.025, 0.05, 0.08] {
+        let n = rounds_for_chance(sd, band, HINT_CHANCE).unwrap();
+        let old = rounds_for_half_width(sd, band).unwrap();
+        let share = |n: usize, rng: &mut SplitMix64| {
+            let (k, _) = critical_value(n, CONFIDENCE_LEVEL).unwrap();
+            let mut within = 0;
+            for run in 0..RUNS {
+                let mut d: Vec<f64> = (0..n).map(|_| 0.1 + sd * rng.normal()).collect();
+                if run == 0 {
+                    // The same interval as the production path.
+                    let p = paired_ratio(&pairs_of(&d)).unwrap();
+                    d.sort_by(f64::total_cmp);
+                    let (low, high) = walsh_bounds(&d, k);
+                    assert!((p.half_width - (((high - low) / 2.0).exp() - 1.0)).abs() < 1e-12);
+                }
+                d.sort_by(f64::total_cmp);
+                let (low, high) = walsh_bounds(&d, k);
+                within += usize::from(((high - low) / 2.0).exp() - 1.0 <= band);
+            }
+            within as f64 / RUNS as f64
+        };
+        let (new_share, old_share) = (share(n, &mut rng), share(old, &mut rng));
+        let fewer = share(n - 1, &mut rng);
+        lines.push(format!(
+            "round-to-round spread {sd}: hint {n} rounds, half-width within ±2% in {new_share:.3}, \
+             {} rounds in {fewer:.3} (schema 5's hint: {old} rounds, {old_share:.3})",
+            n - 1
+        ));
+        // At least 80% (less the binomial slack of 1,000 benches), and one round fewer
+        // would not do: the hint is the count, not a bound far above it.
+        if new_share < 0.77 || fewer > 0.83 {
+            failures.push(format!(
+                "spread {sd}: {n} rounds reach the band in {new_share:.3}, {} in {fewer:.3}",
+                n - 1
+            ));
+        }
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Paired rounds whose log ratios are `d`.
+fn pairs_of(d: &[f64]) -> Vec<RoundPair> {
+    d.iter()
+        .enumerate()
+        .map(|(i, x)| RoundPair {
+            round: i as u32 + 1,
+            arm: 100.0 * x.exp(),
+            reference: 100.0,
+        })
+        .collect()
 }

@@ -129,7 +129,18 @@ pub fn rows(
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
             let paired = stock.as_ref().map(|s| pairs(&m, s));
-            let comparison = paired.as_deref().map(interval::paired_ratio);
+            let comparison = paired.as_deref().map(|p| {
+                let mut c = interval::paired_ratio(p)?;
+                if schema6 {
+                    // Schema 6's hint: rounds for an 80% chance of the band, not a coin flip.
+                    c.rounds_for_noise_band = interval::rounds_for_chance(
+                        c.sd_log,
+                        interval::NOISE,
+                        interval::HINT_CHANCE,
+                    );
+                }
+                Ok(c)
+            });
             let ratio_of_medians = stock_median.map(|s| median / s);
             // Schema 6: the speedup is the paired rounds' estimate, the interval's own point.
             let paired_estimate = paired.as_deref().and_then(paired_estimate);

@@ -72,15 +72,19 @@ pub fn format_half_width(stats: &ArmStats) -> String {
 }
 
 /// How precise the speedup is: `within ±2%` when the half-width is within the noise band,
-/// else the rounds that would bring it there (`~28 rounds for ±2%`); `no interval (2 of 4
+/// else the rounds that would bring it there (`~28 rounds for ±2%`; schema 6: `~35 rounds for
+/// ±2% (80% chance)`, [`HINT_CHANCE`](crate::analysis::interval::HINT_CHANCE)); `no interval (2 of 4
 /// rounds)` below the minimum; empty without a comparison.
 pub fn format_precision(stats: &ArmStats) -> String {
     let band = percent_text(NOISE);
+    // Schema 6 cells carry their round ratios; its hint aims at an 80% chance.
+    let schema6 = stats.round_ratios.is_some();
     if let Some(p) = stats.speedup_precision {
         if p.half_width <= NOISE {
             format!("within ±{band}%")
         } else {
             match p.rounds_for_noise_band {
+                Some(n) if schema6 => format!("~{n} rounds for ±{band}% (80% chance)"),
                 Some(n) => format!("~{n} rounds for ±{band}%"),
                 None => format!("over {MAX_ROUNDS_ESTIMATE} rounds for ±{band}%"),
             }
