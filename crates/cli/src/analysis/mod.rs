@@ -8,6 +8,7 @@
 //! - [`stats`]: medians, ranges, variation, drift.
 //! - [`interval`]: the speedup's interval from paired rounds, its verdict and precision.
 //! - [`family`]: schema 6's family-wise verdicts, each read at `1 − 0.05/m`.
+//! - [`design`], `checks`: schema 6's carry-over estimate and unequal-durations check.
 //! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
 
@@ -15,8 +16,10 @@
 mod calibration;
 #[cfg(test)]
 mod calibration6;
+mod checks;
+pub mod design;
 pub mod family;
-mod input;
+pub mod input;
 pub mod interval;
 pub mod ranks;
 mod rows;
@@ -34,7 +37,7 @@ use std::path::PathBuf;
 
 use crate::llama::{Activation, BenchRow, MetalReport, ModelId, TestKey};
 
-pub use input::{ArmInput, Derivation, Options, ProcessRun, Role, RunInput};
+pub use input::{ArmInput, Derivation, Options, Role, RunInput};
 pub use summary::{ArmStats, Method, Ordered, SCHEMA_VERSION, Summary, VerdictFamily};
 
 /// Why the inputs cannot be analysed.
@@ -139,7 +142,10 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
         }
     }
     let mut rows = rows::rows(arms, &order, &models, derivation, &mut warnings);
-    let verdicts = (derivation == Derivation::Schema6).then(|| family::apply(&mut rows));
+    let schema6 = derivation == Derivation::Schema6;
+    let verdicts = schema6.then(|| family::apply(&mut rows));
+    let process_seconds =
+        schema6.then(|| checks::apply(&mut rows, arms, &options.sequences, &mut warnings));
     let reported = reported(&order, &mut warnings);
 
     let find = |role: Role| {
@@ -169,6 +175,7 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
         capabilities: Ordered(reported.capabilities),
         activation: Ordered(reported.activation),
         llama_cpp_builds: Ordered(reported.builds),
+        process_seconds,
         warnings,
     })
 }

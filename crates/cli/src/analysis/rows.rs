@@ -182,6 +182,8 @@ pub fn rows(
                         .map(NoInterval::text),
                     ratio_of_medians: ratio_of_medians.filter(|_| schema6),
                     verdict_basis: None,
+                    carryover: None,
+                    unequal_durations: None,
                     round_ratios: paired.filter(|_| schema6).map(|p| {
                         p.iter()
                             .map(|p| RoundRatio {

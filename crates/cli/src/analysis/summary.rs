@@ -5,8 +5,9 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
-use super::input::Role;
+use super::design::CarryOver;
 use super::family::FamilyVerdict;
+use super::input::Role;
 use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
 
@@ -48,6 +49,16 @@ pub struct ArmStats {
     /// or the rounds that level needs. Absent in schema 5 and without a 95% interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict_basis: Option<FamilyVerdict>,
+    /// Schema 6: this arm's carry-over in this test, the change of the next process's speed
+    /// after one of its processes against after stock's ([`super::design`]); absent in
+    /// schema 5 and without the run order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carryover: Option<CarryOver>,
+    /// Schema 6: whether its processes and stock's differ in duration by more than
+    /// [`DURATION_RATIO`](super::design::DURATION_RATIO)× while its rounds scatter widely, so
+    /// that the interval's level is approximate; absent in schema 5 and without durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unequal_durations: Option<bool>,
     /// Schema 6: each paired round's ratio arm / stock (round medians), in round order.
     /// Absent in schema 5 and without a stock arm.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -185,6 +196,10 @@ pub struct Summary {
     pub activation: Ordered<Activation>,
     /// llama.cpp builds seen, as `build_number (build_commit)`, per arm.
     pub llama_cpp_builds: Ordered<String>,
+    /// Schema 6: each arm's median process duration in seconds, from the run order given;
+    /// absent in schema 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_seconds: Option<Ordered<f64>>,
     /// Things a reader must know before trusting the figures.
     pub warnings: Vec<String>,
 }

@@ -10,7 +10,9 @@ use interval::Verdict;
 /// `n` rounds of stock and two arms, pp512 and tg128, each arm `ratio` × stock with a small
 /// wobble per round.
 fn bench(n: usize, ratio: f64) -> Vec<ArmInput> {
-    let wobble = [1.0, 1.004, 0.997, 1.002, 0.999, 1.001, 0.998, 1.003, 1.0, 0.996];
+    let wobble = [
+        1.0, 1.004, 0.997, 1.002, 0.999, 1.001, 0.998, 1.003, 1.0, 0.996,
+    ];
     let runs = |scale: f64, shift: usize| -> Vec<Vec<BenchRow>> {
         (0..n)
             .map(|i| {
@@ -56,7 +58,10 @@ fn verdicts_are_read_at_the_family_level() {
         let ci = u.speedup_ci95.unwrap();
         // The printed interval stays the 95% one; the verdict's is wider.
         assert_eq!(ci.level, interval::CONFIDENCE_LEVEL);
-        assert!(wide.low <= ci.low && wide.high >= ci.high, "{wide:?} {ci:?}");
+        assert!(
+            wide.low <= ci.low && wide.high >= ci.high,
+            "{wide:?} {ci:?}"
+        );
         assert_eq!(wide.level, family.verdict_level);
         assert_eq!(u.round_ratios.as_ref().unwrap().len(), 8);
         let a = cell("again", row);
@@ -106,7 +111,86 @@ fn schema_5_summaries_carry_no_schema_6_field() {
         assert!(!json.contains(&format!("\"{key}\"")), "{key} in {json}");
     }
     let six = serde_json::to_string(&schema6(&bench(8, 7.2))).unwrap();
-    for key in ["verdicts", "verdict_basis", "round_ratios", "ratio_of_medians"] {
+    for key in [
+        "verdicts",
+        "verdict_basis",
+        "round_ratios",
+        "ratio_of_medians",
+    ] {
         assert!(six.contains(&format!("\"{key}\"")), "{key} missing");
     }
+}
+
+/// The run order of `bench(n, _)`'s arms, alternating which runs first, with durations.
+fn sequence(n: usize, seconds: [f64; 3]) -> Vec<input::ProcessRun> {
+    let names = ["stock", "unlocked", "again"];
+    (0..n)
+        .flat_map(|i| {
+            let order: [usize; 3] = match i % 3 {
+                0 => [0, 1, 2],
+                1 => [2, 0, 1],
+                _ => [1, 2, 0],
+            };
+            order.map(|a| input::ProcessRun {
+                arm: names[a].into(),
+                round: i as u32 + 1,
+                seconds: Some(seconds[a]),
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_run_order_gives_carry_over_and_durations() {
+    let arms = bench(10, 7.2);
+    let s = analyze_with(
+        &arms,
+        &Options {
+            derivation: Derivation::Schema6,
+            sequences: vec![sequence(10, [7.0, 1.0, 7.0])],
+        },
+    )
+    .unwrap();
+    let seconds = s.process_seconds.clone().unwrap();
+    assert_eq!(seconds.get("unlocked"), Some(&1.0));
+    let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    let c = u.carryover.unwrap();
+    assert!(c.low <= c.estimate && c.estimate <= c.high, "{c:?}");
+    // 7× shorter processes, but the rounds hardly scatter: the level stands.
+    assert_eq!(u.unequal_durations, Some(false));
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("in duration")),
+        "{:?}",
+        s.warnings
+    );
+    // Rounds that scatter by 10%: flagged, with a warning naming the arm.
+    let mut noisy = arms.clone();
+    for (i, run) in noisy[1].runs.iter_mut().enumerate() {
+        for row in &mut run.rows {
+            let w = if i % 2 == 0 { 1.12 } else { 0.9 };
+            row.samples_ts.iter_mut().for_each(|v| *v *= w);
+        }
+    }
+    let s = analyze_with(
+        &noisy,
+        &Options {
+            derivation: Derivation::Schema6,
+            sequences: vec![sequence(10, [7.0, 1.0, 7.0])],
+        },
+    )
+    .unwrap();
+    let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    assert_eq!(u.unequal_durations, Some(true));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w
+                .starts_with("arm unlocked: its processes and stock's differ 7.0× in duration")),
+        "{:?}",
+        s.warnings
+    );
+    // Without the run order: neither.
+    let s = schema6(&noisy);
+    let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    assert_eq!((u.carryover, u.unequal_durations), (None, None));
 }

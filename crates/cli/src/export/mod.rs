@@ -137,6 +137,8 @@ mod tests {
                 .then(|| "no interval: 2 rounds".to_string()),
             ratio_of_medians: None,
             verdict_basis: None,
+            carryover: None,
+            unequal_durations: None,
             round_ratios: None,
             cv: None,
             rounds: Vec::new(),
