@@ -194,3 +194,55 @@ fn the_run_order_gives_carry_over_and_durations() {
     let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
     assert_eq!((u.carryover, u.unequal_durations), (None, None));
 }
+
+#[test]
+fn every_table_shows_one_point_per_arm() {
+    // A noisy bench whose ratio of pooled medians differs from the paired estimate.
+    let mut arms = bench(8, 1.0);
+    arms.pop();
+    for (i, run) in arms[1].runs.iter_mut().enumerate() {
+        for row in &mut run.rows {
+            let w = [1.3, 0.97, 0.96, 1.25, 0.98, 0.95, 1.2, 0.99][i];
+            row.samples_ts.iter_mut().for_each(|v| *v *= w);
+        }
+    }
+    let s = schema6(&arms);
+    let u = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    let point = u.speedup_vs_stock.unwrap();
+    let ratio = u.ratio_of_medians.unwrap();
+    assert_eq!(point, u.speedup_precision.unwrap().center);
+    assert!((point - ratio).abs() > 0.005, "{point} {ratio}");
+    let shown = crate::export::format_speedup(Some(point));
+    let md = Markdown.render(&s).unwrap();
+    // The main table and the per-arm table show the same point; the ratio of medians only
+    // under its own label.
+    let main = md
+        .lines()
+        .find(|l| l.contains("| pp512 |") && l.contains('['))
+        .unwrap();
+    assert!(main.contains(&format!("{shown} [")), "{main}");
+    let detail = md
+        .lines()
+        .find(|l| l.starts_with("| pp512 | unlocked"))
+        .unwrap();
+    let cells: Vec<&str> = detail.split('|').map(str::trim).collect();
+    assert_eq!(cells[9], shown, "{detail}");
+    assert_eq!(
+        cells[13],
+        crate::export::format_speedup(Some(ratio)),
+        "{detail}"
+    );
+    assert!(md.contains("| ratio of medians |"), "{md}");
+    let csv = crate::export::csv::Csv.render(&s).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(header.contains("ratio_of_medians unlocked"), "{header}");
+    let line = csv.lines().find(|l| l.contains("pp512,median_ts")).unwrap();
+    assert!(line.contains(&point.to_string()) && line.contains(&ratio.to_string()));
+    let json = serde_json::to_value(&s).unwrap();
+    let cell = &json["rows"][0]["arms"]["unlocked"];
+    assert_eq!(
+        cell["speedup_vs_stock"],
+        cell["speedup_precision"]["center"]
+    );
+    assert_eq!(cell["ratio_of_medians"].as_f64(), Some(ratio));
+}

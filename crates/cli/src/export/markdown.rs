@@ -140,7 +140,14 @@ pub fn render(summary: &Summary) -> String {
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
     let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.");
-    if summary.stock.is_some() {
+    if summary.stock.is_some() && summary.schema_version >= 6 {
+        out.push_str(&format!(
+            " Speedup: the estimate from paired rounds (the Hodges-Lehmann estimate of each round's arm median / \
+             stock median, the point its interval belongs to), its {level}% confidence interval when there are enough \
+             rounds, and what it shows: faster or slower only when the whole interval lies beyond ±{band}%, no \
+             measurable difference when it lies within."
+        ));
+    } else if summary.stock.is_some() {
         out.push_str(&format!(
             " Speedup: with {level}% confidence interval, the estimate from paired rounds (each round's arm median / \
              stock median), its interval and what it shows: faster or slower only when the whole interval lies \
@@ -154,13 +161,24 @@ pub fn render(summary: &Summary) -> String {
     out.push_str(&table(&headers, &aligns, &rows));
 
     // Details: every arm's spread and the speedup's interval and precision.
-    out.push_str(&format!(
+    let schema6 = summary.schema_version >= 6;
+    if schema6 {
+        out.push_str(&format!(
+            "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
+             speedup (the estimate from paired rounds, the same point as above) with its {level}% confidence interval \
+             (each round's median against stock's in the same round; the signed-rank interval over rounds), its \
+             half-width and the rounds that would bring it within ±{band}% with an 80% chance, and the ratio of \
+             the pooled medians (arm median / stock median), a description, not the estimate.\n\n"
+        ));
+    } else {
+        out.push_str(&format!(
         "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
          ratio of medians (speedup), and the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
          the same round; the signed-rank interval over rounds, exact when they ran in capshim bench's random order), its half-width, and the rounds that would bring it within \
          ±{band}%.\n\n"
-    ));
-    let headers: Vec<String> = [
+        ));
+    }
+    let mut headers: Vec<String> = [
         "test",
         "arm",
         "median",
@@ -180,6 +198,10 @@ pub fn render(summary: &Summary) -> String {
     let mut aligns = vec![Align::Left, Align::Left];
     aligns.extend([Align::Right; 9]);
     aligns.push(Align::Left);
+    if schema6 {
+        headers.push("ratio of medians".into());
+        aligns.push(Align::Right);
+    }
     let mut rows = Vec::new();
     let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     for (i, row) in summary.rows.iter().enumerate() {
@@ -187,6 +209,9 @@ pub fn render(summary: &Summary) -> String {
             let Some(s) = cell(summary, i, arm) else {
                 let mut cells = vec![row.test.clone(), arm.clone(), "missing".into()];
                 cells.extend(["", "", "0", "0", "", "", "", "", ""].map(String::from));
+                if schema6 {
+                    cells.push(String::new());
+                }
                 rows.push(cells);
                 continue;
             };
@@ -197,7 +222,7 @@ pub fn render(summary: &Summary) -> String {
                     None => reasons.push((reason.clone(), vec![who])),
                 }
             }
-            rows.push(vec![
+            let mut cells = vec![
                 row.test.clone(),
                 arm.clone(),
                 format!("{:.2}", s.median_ts),
@@ -211,7 +236,11 @@ pub fn render(summary: &Summary) -> String {
                     .map_or_else(|| "—".into(), |ci| format!("{:.2}–{:.2}", ci.low, ci.high)),
                 format_half_width(s),
                 format_precision(s),
-            ]);
+            ];
+            if schema6 {
+                cells.push(format_speedup(s.ratio_of_medians));
+            }
+            rows.push(cells);
         }
     }
     out.push_str(&table(&headers, &aligns, &rows));
