@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod rounds_svg;
 pub mod svg;
 
 use crate::analysis::interval::{MAX_ROUNDS_ESTIMATE, NOISE, percent_text};
@@ -106,14 +107,24 @@ pub fn cell<'a>(summary: &'a Summary, row: usize, arm: &str) -> Option<&'a ArmSt
     summary.rows[row].arms.get(arm).and_then(Option::as_ref)
 }
 
-/// All formats written into a bundle.
+/// All formats written into a bundle of schema 5: [`for_schema`]`(5)`.
 pub fn all() -> Vec<Box<dyn Exporter>> {
-    vec![
+    for_schema(5)
+}
+
+/// The formats written into a bundle of `schema_version`: `report.md`, `results.csv`,
+/// `summary.json` and `chart.svg`; from schema 6 also `rounds.svg`.
+pub fn for_schema(schema_version: u32) -> Vec<Box<dyn Exporter>> {
+    let mut all: Vec<Box<dyn Exporter>> = vec![
         Box::new(markdown::Markdown),
         Box::new(csv::Csv),
         Box::new(json::Json),
         Box::new(svg::Svg),
-    ]
+    ];
+    if schema_version >= 6 {
+        all.push(Box::new(rounds_svg::RoundsSvg));
+    }
+    all
 }
 
 #[cfg(test)]
@@ -144,6 +155,18 @@ mod tests {
             rounds: Vec::new(),
             samples_ts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn schema_6_bundles_add_rounds_svg() {
+        let names = |v: u32| -> Vec<&str> { for_schema(v).iter().map(|e| e.file_name()).collect() };
+        assert_eq!(
+            names(5),
+            ["report.md", "results.csv", "summary.json", "chart.svg"]
+        );
+        assert_eq!(names(6)[..4], names(5)[..]);
+        assert_eq!(names(6)[4], "rounds.svg");
+        assert_eq!(all().len(), 4);
     }
 
     #[test]
