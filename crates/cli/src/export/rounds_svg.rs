@@ -86,19 +86,20 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                 let ratios = stats.round_ratios.as_deref().unwrap_or_default();
                 let estimate = stats.speedup_vs_stock;
                 let band = stats.speedup_ci95;
-                // The y range holds every ratio, the band and 1.00, with a margin.
+                // The y range holds every ratio and the band, with a margin: not 1.00 unless
+                // near, so that a 7× arm's rounds are not squeezed into a line.
                 let values = ratios
                     .iter()
                     .map(|r| r.ratio)
                     .chain(estimate)
                     .chain(band.map(|b| b.low))
                     .chain(band.map(|b| b.high))
-                    .chain(std::iter::once(1.0))
                     .filter(|v| v.is_finite());
                 let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
                     (lo.min(v), hi.max(v))
                 });
-                let pad = ((hi - lo) * 0.08).max(0.01);
+                let pad = ((hi - lo) * 0.08).max(0.01 * hi.abs()).max(1e-6);
+                let (bottom, top) = (lo - pad, hi + pad);
                 let last = ratios.iter().map(|r| r.round).max().unwrap_or(1).max(2);
                 let mut chart = ChartBuilder::on(area)
                     .caption(
@@ -108,7 +109,7 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                     .margin(10)
                     .x_label_area_size(30)
                     .y_label_area_size(50)
-                    .build_cartesian_2d(0.5f64..last as f64 + 0.5, lo - pad..hi + pad)?;
+                    .build_cartesian_2d(0.5f64..last as f64 + 0.5, bottom..top)?;
                 chart
                     .configure_mesh()
                     .disable_mesh()
@@ -123,10 +124,12 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                         BAND.mix(0.4).filled(),
                     )))?;
                 }
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(0.5, 1.0), (last as f64 + 0.5, 1.0)],
-                    BLACK.mix(0.4).stroke_width(1),
-                )))?;
+                if (bottom..=top).contains(&1.0) {
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(0.5, 1.0), (last as f64 + 0.5, 1.0)],
+                        BLACK.mix(0.4).stroke_width(1),
+                    )))?;
+                }
                 if let Some(e) = estimate {
                     chart.draw_series(std::iter::once(PathElement::new(
                         vec![(0.5, e), (last as f64 + 0.5, e)],
