@@ -189,13 +189,12 @@ fn invert(a: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
         for v in &mut m[col] {
             *v /= div;
         }
-        for row in 0..n {
-            if row != col {
-                let factor = m[row][col];
-                if factor != 0.0 {
-                    for k in 0..2 * n {
-                        m[row][k] -= factor * m[col][k];
-                    }
+        let pivot_row = m[col].clone();
+        for (row, values) in m.iter_mut().enumerate() {
+            let factor = values[col];
+            if row != col && factor != 0.0 {
+                for (v, p) in values.iter_mut().zip(&pivot_row) {
+                    *v -= factor * p;
                 }
             }
         }

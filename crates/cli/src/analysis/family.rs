@@ -13,11 +13,9 @@
 //! 97.5% that two intervals need. Such a verdict is `inconclusive`, and names the rounds that
 //! would reach its level ([`rounds_for_level`]).
 
-use serde::Serialize;
-
 use super::interval::{CONFIDENCE_LEVEL, Interval, Verdict, verdict, walsh_bounds};
 use super::ranks::critical_value;
-use super::summary::{ArmStats, Row, VerdictFamily};
+use super::summary::{ArmStats, FamilyVerdict, Row, VerdictFamily};
 
 /// The level each of `intervals` verdicts is read at, so that all of them together hold at
 /// [`CONFIDENCE_LEVEL`]: `1 − (1 − CONFIDENCE_LEVEL) / intervals` (Bonferroni); 0.95 for one,
@@ -39,20 +37,6 @@ pub fn rounds_for_level(level: f64) -> usize {
 fn critical_value_at_least(n: usize, level: f64) -> bool {
     // P(W = 0) = 2^-n must be within the tail (1 − level) / 2, with critical_value's slack.
     n >= 64 || 0.5f64.powi(n as i32) <= (1.0 - level) / 2.0 * (1.0 + 1e-12)
-}
-
-/// A comparison's family-wise verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct FamilyVerdict {
-    /// The verdict, read from `interval`; `inconclusive` when the level is out of reach.
-    pub verdict: Verdict,
-    /// The signed-rank interval at the verdict level (its `level` field), `None` when the
-    /// rounds cannot reach it.
-    pub interval: Option<Interval>,
-    /// The interval's exact level (at least the verdict level), `None` without one.
-    pub coverage: Option<f64>,
-    /// When the level is out of reach: the rounds that would reach it.
-    pub rounds_needed: Option<usize>,
 }
 
 /// The verdict of the paired log ratios `d` (sorted, finite) read at `level`: the

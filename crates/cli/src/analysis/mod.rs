@@ -29,8 +29,6 @@ pub mod stats;
 mod summary;
 #[cfg(test)]
 pub(crate) mod tests;
-#[cfg(test)]
-mod tests6;
 mod warnings;
 
 use std::path::PathBuf;
@@ -38,7 +36,9 @@ use std::path::PathBuf;
 use crate::llama::{Activation, BenchRow, MetalReport, ModelId, TestKey};
 
 pub use input::{ArmInput, Derivation, Options, Role, RunInput};
-pub use summary::{ArmStats, Method, Ordered, SCHEMA_VERSION, Summary, VerdictFamily};
+pub use summary::{
+    ArmStats, FamilyVerdict, Method, Ordered, SCHEMA_VERSION, Summary, VerdictFamily,
+};
 
 /// Why the inputs cannot be analysed.
 #[derive(Debug, thiserror::Error)]

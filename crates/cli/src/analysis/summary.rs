@@ -6,7 +6,6 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use super::design::CarryOver;
-use super::family::FamilyVerdict;
 use super::input::Role;
 use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
@@ -69,6 +68,20 @@ pub struct ArmStats {
     pub rounds: Vec<RoundStats>,
     /// Every sample, in tokens/s, in file order.
     pub samples_ts: Vec<f64>,
+}
+
+/// A comparison's family-wise verdict (schema 6, [`super::family`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FamilyVerdict {
+    /// The verdict, read from `interval`; `inconclusive` when the level is out of reach.
+    pub verdict: Verdict,
+    /// The signed-rank interval at the verdict level (its `level` field), `None` when the
+    /// rounds cannot reach it.
+    pub interval: Option<Interval>,
+    /// The interval's exact level (at least the verdict level), `None` without one.
+    pub coverage: Option<f64>,
+    /// When the level is out of reach: the rounds that would reach it.
+    pub rounds_needed: Option<usize>,
 }
 
 /// One paired round's ratio (schema 6).

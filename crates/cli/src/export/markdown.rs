@@ -6,9 +6,9 @@ use super::{
     ExportError, Exporter, cell, format_half_width, format_percent, format_precision,
     format_speedup, format_speedup_claim, format_ts,
 };
-use crate::analysis::family::{FamilyVerdict, level_text, out_of_reach_text};
+use crate::analysis::family::{level_text, out_of_reach_text};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
-use crate::analysis::{Summary, VerdictFamily};
+use crate::analysis::{FamilyVerdict, Summary, VerdictFamily};
 
 /// Markdown output.
 pub struct Markdown;

@@ -6,6 +6,8 @@ pub mod json;
 pub mod markdown;
 pub mod rounds_svg;
 pub mod svg;
+#[cfg(test)]
+mod tests6;
 
 use crate::analysis::interval::{MAX_ROUNDS_ESTIMATE, NOISE, percent_text};
 use crate::analysis::{ArmStats, Summary};

@@ -1,10 +1,11 @@
-//! Tests of [`analyze_with`](super::analyze_with) in schema 6, and that schema 5's summary
-//! carries none of schema 6's fields.
+//! Schema 6 from inputs to tables: [`analyze_with`] and the exporters, and that schema 5's
+//! summary carries none of schema 6's fields.
 
-use super::tests::{arm, row};
-use super::*;
+use crate::analysis::tests::{arm, row};
+use crate::analysis::*;
 use crate::export::Exporter;
 use crate::export::markdown::Markdown;
+use crate::llama::BenchRow;
 use interval::Verdict;
 
 /// `n` rounds of stock and two arms, pp512 and tg128, each arm `ratio` × stock with a small
