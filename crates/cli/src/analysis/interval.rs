@@ -49,8 +49,9 @@ pub const MIN_ROUNDS: usize = 6;
 /// A two-sided confidence interval of a ratio.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Interval {
-    /// Its nominal confidence level, a fraction (0.95): [`CONFIDENCE_LEVEL`]. The exact level
-    /// is at least this ([`Paired::coverage`]).
+    /// Its nominal confidence level, a fraction: [`CONFIDENCE_LEVEL`] (0.95) for the printed
+    /// interval, the family-wise verdict level for a schema-6 verdict's own interval
+    /// ([`super::family`]). The exact level is at least this ([`Paired::coverage`]).
     pub level: f64,
     /// Lower bound (a ratio, > 0).
     pub low: f64,
