@@ -21,90 +21,12 @@ use super::interval::{
     verdict,
 };
 use super::ranks::t_quantile;
+use super::sim::{BUSY, Noise, PERIODIC, QUIET, SplitMix64, TYPICAL};
 use super::stats::median;
 
 /// One simulated round: its number, the arm's samples and stock's (tokens/s), and whether stock
 /// ran second.
 type Round = (u32, Vec<f64>, Vec<f64>, bool);
-
-/// SplitMix64: a small generator whose whole state is one `u64`, reproducible from its seed.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
-/// How noisy the simulated machine is.
-#[derive(Clone, Copy, Debug)]
-struct Noise {
-    /// Spread of a process's level (log units).
-    between: f64,
-    /// Spread of one sample within a process (log units).
-    within: f64,
-    /// Linear drift per process slot (log units).
-    slope: f64,
-    /// Random-walk step per process slot (log units).
-    walk: f64,
-    /// Probability that a process is slowed by 30% (a busy neighbour).
-    hit: f64,
-    /// Spread of a condition that lingers from one process into the next and no further
-    /// (each process gets a fresh one and half of its predecessor's: correlation 0.5 between
-    /// neighbours, 0 beyond; log units). On this machine the log medians of neighbouring
-    /// processes correlated by 0.13–0.36, and by 0.04–0.16 two apart.
-    linger: f64,
-    /// Whether a periodic disturbance halves the speed of 2 process slots in every `period`,
-    /// the period drawn per experiment from 7.6–8.4 slots and its phase at random.
-    periodic: bool,
-}
-
-const QUIET: Noise = Noise {
-    between: 0.005,
-    within: 0.01,
-    slope: 0.001,
-    walk: 0.002,
-    hit: 0.0,
-    linger: 0.005,
-    periodic: false,
-};
-const TYPICAL: Noise = Noise {
-    between: 0.04,
-    within: 0.05,
-    slope: 0.004,
-    walk: 0.01,
-    hit: 0.0,
-    linger: 0.06,
-    periodic: false,
-};
-const BUSY: Noise = Noise {
-    between: 0.12,
-    within: 0.15,
-    slope: 0.01,
-    walk: 0.04,
-    hit: 0.125,
-    linger: 0.2,
-    periodic: false,
-};
-const PERIODIC: Noise = Noise {
-    periodic: true,
-    ..TYPICAL
-};
 
 /// How a simulated bench orders each round's two processes.
 #[derive(Clone, Copy)]

@@ -57,3 +57,51 @@ pub struct ArmInput {
     /// says so.
     pub randomized: bool,
 }
+
+/// Which derivation [`analyze_with`](super::analyze_with) follows: the one of the bundle
+/// schema whose derived files are being made or checked. Each schema's derived files come out
+/// byte for byte as that schema's capshim wrote them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Derivation {
+    /// Schema 5: each verdict read from its own 95% interval, the rounds hint at the
+    /// large-sample width, the ratio of medians as the per-arm table's speedup.
+    #[default]
+    Schema5,
+    /// Schema 6: family-wise verdicts (each read from its interval at `1 − 0.05/m`), the
+    /// rounds hint for an 80% chance of the noise band, one speedup per arm (the paired
+    /// estimate), the rounds' ratios, carry-over and unequal-duration checks.
+    Schema6,
+}
+
+impl Derivation {
+    /// The `schema_version` a summary of this derivation carries.
+    pub fn schema_version(self) -> u32 {
+        match self {
+            Derivation::Schema5 => 5,
+            Derivation::Schema6 => 6,
+        }
+    }
+}
+
+/// One llama-bench process, as bench ran it: `environment.json`'s `runs`, in the order run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessRun {
+    /// The arm's name (as in [`ArmInput::name`]).
+    pub arm: String,
+    /// 1-based round.
+    pub round: u32,
+    /// Its wall time, in seconds (model load included), when recorded.
+    pub seconds: Option<f64>,
+}
+
+/// How [`analyze_with`](super::analyze_with) derives.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The derivation (schema) to follow.
+    pub derivation: Derivation,
+    /// Per bench (bundle), its processes in the order run, when known (`environment.json`'s
+    /// `runs`, arm names as the arms are named here, e.g. `<bundle>/<arm>` for several
+    /// bundles; none for files given to `report --arm`): the carry-over estimate needs the
+    /// order, the unequal-durations check the wall times. Used by [`Derivation::Schema6`] only.
+    pub sequences: Vec<Vec<ProcessRun>>,
+}

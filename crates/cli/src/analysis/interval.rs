@@ -49,8 +49,9 @@ pub const MIN_ROUNDS: usize = 6;
 /// A two-sided confidence interval of a ratio.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Interval {
-    /// Its nominal confidence level, a fraction (0.95): [`CONFIDENCE_LEVEL`]. The exact level
-    /// is at least this ([`Paired::coverage`]).
+    /// Its nominal confidence level, a fraction: [`CONFIDENCE_LEVEL`] (0.95) for the printed
+    /// interval, the family-wise verdict level for a schema-6 verdict's own interval
+    /// ([`super::family`]). The exact level is at least this ([`Paired::coverage`]).
     pub level: f64,
     /// Lower bound (a ratio, > 0).
     pub low: f64,
@@ -154,7 +155,8 @@ pub struct Paired {
     /// 0.05 ≈ 5% from round to round); the interval does not use it, the rounds estimate does.
     pub sd_log: f64,
     /// Rounds that would bring the half-width within ±[`NOISE`], estimated from `sd_log`
-    /// ([`rounds_for_half_width`]); `null` when more than [`MAX_ROUNDS_ESTIMATE`].
+    /// (schema 5: [`rounds_for_half_width`], about even odds; schema 6: [`rounds_for_chance`]
+    /// with [`HINT_CHANCE`]); `null` when more than [`MAX_ROUNDS_ESTIMATE`].
     pub rounds_for_noise_band: Option<usize>,
 }
 
@@ -211,13 +213,8 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
         return Err(NoInterval::BadValue);
     }
     d.sort_by(f64::total_cmp);
-    let walsh = walsh_count(n);
-    let (low, high) = (walsh_nth(&d, k), walsh_nth(&d, walsh - 1 - k));
-    let center = if walsh % 2 == 1 {
-        walsh_nth(&d, walsh / 2)
-    } else {
-        (walsh_nth(&d, walsh / 2 - 1) + walsh_nth(&d, walsh / 2)) / 2.0
-    };
+    let (low, high) = walsh_bounds(&d, k);
+    let center = hodges_lehmann(&d);
     let mean = d.iter().sum::<f64>() / n as f64;
     let sd_log = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
     let reach = (high - low) / 2.0;
@@ -236,6 +233,24 @@ pub fn paired_ratio(pairs: &[RoundPair]) -> Result<Paired, NoInterval> {
     })
 }
 
+/// The `(k + 1)`-th smallest and `(k + 1)`-th largest Walsh averages of the sorted log ratios
+/// `d`: the signed-rank interval for the critical count `k` ([`critical_value`]).
+pub fn walsh_bounds(d: &[f64], k: u64) -> (f64, f64) {
+    let walsh = walsh_count(d.len());
+    (walsh_nth(d, k), walsh_nth(d, walsh - 1 - k))
+}
+
+/// The Hodges–Lehmann estimate of the sorted log ratios `d` (at least one): the median of
+/// their Walsh averages, the point the signed-rank interval is built around.
+pub fn hodges_lehmann(d: &[f64]) -> f64 {
+    let walsh = walsh_count(d.len());
+    if walsh % 2 == 1 {
+        walsh_nth(d, walsh / 2)
+    } else {
+        (walsh_nth(d, walsh / 2 - 1) + walsh_nth(d, walsh / 2)) / 2.0
+    }
+}
+
 /// The rounds whose interval would have a half-width within `target` (a fraction) when one
 /// round's log ratio varies with standard deviation `sd_log`: the signed-rank interval's
 /// half-width is about `z · sd_log · √(π / 3) / √n` (its large-sample form: the Wilcoxon
@@ -251,6 +266,55 @@ pub fn rounds_for_half_width(sd_log: f64, target: f64) -> Option<usize> {
         return None;
     }
     Some((needed as usize).max(MIN_ROUNDS))
+}
+
+/// The chance schema 6's rounds hint aims at: with the rounds it gives, the half-width
+/// is within the noise band with this probability (when the rounds' spread is as measured).
+pub const HINT_CHANCE: f64 = 0.8;
+
+/// The fewest rounds whose interval's half-width is within `target` (a fraction) with
+/// probability `chance` (in (0.5, 1)), when one round's log ratio varies with standard
+/// deviation `sd_log` (schema 6's hint, with [`HINT_CHANCE`]). The half-width of `n` rounds is
+/// taken as the signed-rank interval's large-sample form with the small-sample quantile,
+/// `t(n−1) · s · √(π/3) / √n`, where the rounds' own spread `s` varies as
+/// `sd_log · √(χ²(n−1) / (n−1))`; its `chance`-quantile must be within `ln(1 + target)`.
+/// Checked by simulation (`calibration6`). At least [`MIN_ROUNDS`]; `None` above
+/// [`MAX_ROUNDS_ESTIMATE`].
+pub fn rounds_for_chance(sd_log: f64, target: f64, chance: f64) -> Option<usize> {
+    let band = (1.0 + target).ln();
+    let quantile = |n: usize| {
+        let df = n - 1;
+        // The interval's width rests on a few Walsh averages near its ends, and varies from
+        // bench to bench about as a spread estimated from two thirds of the rounds would.
+        let spread_df = (2 * df / 3).max(1);
+        let spread =
+            (super::ranks::chi_square_quantile(chance, spread_df) / spread_df as f64).sqrt();
+        super::ranks::t_quantile(CONFIDENCE_LEVEL, df)
+            * (std::f64::consts::PI / 3.0).sqrt()
+            * sd_log
+            * spread
+            / (n as f64).sqrt()
+    };
+    if !sd_log.is_finite() || sd_log < 0.0 {
+        return None;
+    }
+    if quantile(MIN_ROUNDS) <= band {
+        return Some(MIN_ROUNDS);
+    }
+    if quantile(MAX_ROUNDS_ESTIMATE) > band {
+        return None;
+    }
+    // The quantile falls with n: bisect for the first n within the band.
+    let (mut lo, mut hi) = (MIN_ROUNDS, MAX_ROUNDS_ESTIMATE);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if quantile(mid) <= band {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
 }
 
 #[cfg(test)]

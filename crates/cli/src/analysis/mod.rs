@@ -7,15 +7,24 @@
 //! - [`rows`]: one row per test, each arm against its stock and host references.
 //! - [`stats`]: medians, ranges, variation, drift.
 //! - [`interval`]: the speedup's interval from paired rounds, its verdict and precision.
+//! - [`family`]: schema 6's family-wise verdicts, each read at `1 − 0.05/m`.
+//! - [`design`], `checks`: schema 6's carry-over estimate and unequal-durations check.
 //! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
 
 #[cfg(test)]
 mod calibration;
-mod input;
+#[cfg(test)]
+mod calibration6;
+mod checks;
+pub mod design;
+pub mod family;
+pub mod input;
 pub mod interval;
 pub mod ranks;
 mod rows;
+#[cfg(test)]
+mod sim;
 pub mod stats;
 mod summary;
 #[cfg(test)]
@@ -26,8 +35,10 @@ use std::path::PathBuf;
 
 use crate::llama::{Activation, BenchRow, MetalReport, ModelId, TestKey};
 
-pub use input::{ArmInput, Role, RunInput};
-pub use summary::{ArmStats, Method, Ordered, SCHEMA_VERSION, Summary};
+pub use input::{ArmInput, Derivation, Options, Role, RunInput};
+pub use summary::{
+    ArmStats, FamilyVerdict, Method, Ordered, SCHEMA_VERSION, Summary, VerdictFamily,
+};
 
 /// Why the inputs cannot be analysed.
 #[derive(Debug, thiserror::Error)]
@@ -70,12 +81,36 @@ fn settings_difference(a: &BenchRow, b: &BenchRow) -> Option<(String, String, St
     })
 }
 
-/// Merges, measures and compares the arms.
+/// Merges, measures and compares the arms, as schema 5 derives them: [`analyze_with`] and
+/// [`Derivation::Schema5`].
 ///
 /// # Errors
 /// [`AnalyzeError`] when an arm is empty, two arms share a name, or one arm's files measured
 /// different models.
 pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
+    analyze_with(arms, &Options::default())
+}
+
+/// The interval's method in words, as schema 5 states it.
+const INTERVAL_SCHEMA_5: &str = "paired rounds: per round, ln(arm median / stock median); the Wilcoxon \
+                       signed-rank (Hodges-Lehmann) interval of those, exact when the rounds ran in \
+                       capshim bench's random arm order (else a warning names the arm)";
+
+/// The interval's method in words, as schema 6 states it (docs/bench.md, "What is exact").
+const INTERVAL_SCHEMA_6: &str = "paired rounds: per round, ln(arm median / stock median); the Wilcoxon \
+    signed-rank (Hodges-Lehmann) interval of those. Its level holds by the random arm order when \
+    the arm changes speed by a constant factor and nothing an arm does carries over to later \
+    processes; it is approximate under carry-over, for arms of very different durations under \
+    wall-clock disturbances, and for rounds not run in capshim bench's random order (warnings \
+    say which); an effect that is not constant is estimated as the pseudo-median of the round ratios";
+
+/// Merges, measures and compares the arms, following `options.derivation`.
+///
+/// # Errors
+/// [`AnalyzeError`] when an arm is empty, two arms share a name, or one arm's files measured
+/// different models.
+pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, AnalyzeError> {
+    let derivation = options.derivation;
     for (i, arm) in arms.iter().enumerate() {
         if arms[..i].iter().any(|a| a.name == arm.name) {
             return Err(AnalyzeError::DuplicateArm(arm.name.clone()));
@@ -106,7 +141,11 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
             }
         }
     }
-    let rows = rows::rows(arms, &order, &models, &mut warnings);
+    let mut rows = rows::rows(arms, &order, &models, derivation, &mut warnings);
+    let schema6 = derivation == Derivation::Schema6;
+    let verdicts = schema6.then(|| family::apply(&mut rows));
+    let process_seconds =
+        schema6.then(|| checks::apply(&mut rows, arms, &options.sequences, &mut warnings));
     let reported = reported(&order, &mut warnings);
 
     let find = |role: Role| {
@@ -116,14 +155,16 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
             .map(|a| a.name.clone())
     };
     Ok(Summary {
-        schema_version: SCHEMA_VERSION,
+        schema_version: derivation.schema_version(),
         statistics: Method {
             confidence_level: interval::CONFIDENCE_LEVEL,
             noise_band: interval::NOISE,
             min_rounds: interval::MIN_ROUNDS,
-            interval: "paired rounds: per round, ln(arm median / stock median); the Wilcoxon \
-                       signed-rank (Hodges-Lehmann) interval of those, exact when the rounds ran in \
-                       capshim bench's random arm order (else a warning names the arm)",
+            interval: match derivation {
+                Derivation::Schema5 => INTERVAL_SCHEMA_5,
+                Derivation::Schema6 => INTERVAL_SCHEMA_6,
+            },
+            verdicts,
         },
         rows,
         arm_order: order.iter().map(|a| a.name.clone()).collect(),
@@ -134,6 +175,7 @@ pub fn analyze(arms: &[ArmInput]) -> Result<Summary, AnalyzeError> {
         capabilities: Ordered(reported.capabilities),
         activation: Ordered(reported.activation),
         llama_cpp_builds: Ordered(reported.builds),
+        process_seconds,
         warnings,
     })
 }

@@ -1,9 +1,9 @@
 //! One row per test: each arm's samples merged over its runs, measured, and compared with the
 //! stock and host arms that are its references.
 
-use super::input::{ArmInput, Role};
+use super::input::{ArmInput, Derivation, Role};
 use super::interval::{self, NoInterval, RoundPair};
-use super::summary::{ArmStats, Ordered, RoundStats, Row};
+use super::summary::{ArmStats, Ordered, RoundRatio, RoundStats, Row};
 use super::{stats, warnings};
 use crate::llama::{ModelId, TestKey};
 
@@ -68,8 +68,10 @@ pub fn rows(
     arms: &[ArmInput],
     order: &[&ArmInput],
     models: &[(String, ModelId)],
+    derivation: Derivation,
     warnings: &mut Vec<String>,
 ) -> Vec<Row> {
+    let schema6 = derivation == Derivation::Schema6;
     // Tests in order of first appearance.
     let mut keys: Vec<TestKey> = Vec::new();
     for arm in order {
@@ -126,9 +128,22 @@ pub fn rows(
                 warnings.push(warnings::noisy(&arm.name, key, &noise));
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
-            let comparison = stock
-                .as_ref()
-                .map(|s| interval::paired_ratio(&pairs(&m, s)));
+            let paired = stock.as_ref().map(|s| pairs(&m, s));
+            let comparison = paired.as_deref().map(|p| {
+                let mut c = interval::paired_ratio(p)?;
+                if schema6 {
+                    // Schema 6's hint: rounds for an 80% chance of the band, not a coin flip.
+                    c.rounds_for_noise_band = interval::rounds_for_chance(
+                        c.sd_log,
+                        interval::NOISE,
+                        interval::HINT_CHANCE,
+                    );
+                }
+                Ok(c)
+            });
+            let ratio_of_medians = stock_median.map(|s| median / s);
+            // Schema 6: the speedup is the paired rounds' estimate, the interval's own point.
+            let paired_estimate = paired.as_deref().and_then(paired_estimate);
             if let (Some(Ok(_)), Some(s)) = (&comparison, stock_arm) {
                 let by_design = arm.randomized && s.randomized && arm.group == s.group;
                 if !by_design && !unrandomized.contains(&arm.name) {
@@ -144,21 +159,39 @@ pub fn rows(
                     min_ts: min,
                     max_ts: max,
                     samples: m.samples.len(),
-                    speedup_vs_stock: stock_median.map(|s| median / s),
+                    speedup_vs_stock: if schema6 {
+                        paired_estimate
+                    } else {
+                        ratio_of_medians
+                    },
                     percent_of_host: host_median.map(|h| 100.0 * median / h),
                     speedup_ci95: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().ok())
                         .map(|p| p.interval),
+                    // Schema 6 reads verdicts family-wise, once every interval is known.
                     verdict: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().ok())
+                        .filter(|_| !schema6)
                         .map(|p| interval::verdict(&p.interval)),
                     speedup_precision: comparison.as_ref().and_then(|c| c.as_ref().ok()).copied(),
                     speedup_no_interval: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().err())
                         .map(NoInterval::text),
+                    ratio_of_medians: ratio_of_medians.filter(|_| schema6),
+                    verdict_basis: None,
+                    carryover: None,
+                    unequal_durations: None,
+                    round_ratios: paired.filter(|_| schema6).map(|p| {
+                        p.iter()
+                            .map(|p| RoundRatio {
+                                round: p.round,
+                                ratio: p.arm / p.reference,
+                            })
+                            .collect()
+                    }),
                     cv,
                     rounds,
                     samples_ts: m.samples.clone(),
@@ -185,4 +218,16 @@ pub fn rows(
         });
     }
     rows
+}
+
+/// The Hodges–Lehmann estimate of the ratio from paired rounds (any number, at least one),
+/// the point the interval is built around; `None` without a positive finite ratio in every
+/// round.
+fn paired_estimate(pairs: &[RoundPair]) -> Option<f64> {
+    let mut d: Vec<f64> = pairs.iter().map(|p| (p.arm / p.reference).ln()).collect();
+    if d.is_empty() || d.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    d.sort_by(f64::total_cmp);
+    Some(interval::hodges_lehmann(&d).exp())
 }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
+use super::design::CarryOver;
 use super::input::Role;
 use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
@@ -38,12 +39,58 @@ pub struct ArmStats {
     pub speedup_precision: Option<Paired>,
     /// Why a speedup has no interval, and how many rounds it needs; `null` otherwise.
     pub speedup_no_interval: Option<String>,
+    /// Schema 6: arm median / stock median, the ratio of the pooled medians (schema 5's
+    /// `speedup_vs_stock`); `speedup_vs_stock` is then the paired rounds' estimate, the
+    /// point the interval belongs to. Absent in schema 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_of_medians: Option<f64>,
+    /// Schema 6: the verdict's own interval, at the family-wise level ([`super::family`]),
+    /// or the rounds that level needs. Absent in schema 5 and without a 95% interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict_basis: Option<FamilyVerdict>,
+    /// Schema 6: this arm's carry-over in this test, the change of the next process's speed
+    /// after one of its processes against after stock's ([`super::design`]); absent in
+    /// schema 5 and without the run order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carryover: Option<CarryOver>,
+    /// Schema 6: whether its processes and stock's differ in duration by more than
+    /// [`DURATION_RATIO`](super::design::DURATION_RATIO)× while its rounds scatter widely, so
+    /// that the interval's level is approximate; absent in schema 5 and without durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unequal_durations: Option<bool>,
+    /// Schema 6: each paired round's ratio arm / stock (round medians), in round order.
+    /// Absent in schema 5 and without a stock arm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_ratios: Option<Vec<RoundRatio>>,
     /// Coefficient of variation of the samples (standard deviation / mean).
     pub cv: Option<f64>,
     /// Per round (or per file): median and sample count.
     pub rounds: Vec<RoundStats>,
     /// Every sample, in tokens/s, in file order.
     pub samples_ts: Vec<f64>,
+}
+
+/// A comparison's family-wise verdict (schema 6, [`super::family`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FamilyVerdict {
+    /// The verdict, read from `interval`; `inconclusive` when the level is out of reach.
+    pub verdict: Verdict,
+    /// The signed-rank interval at the verdict level (its `level` field), `None` when the
+    /// rounds cannot reach it.
+    pub interval: Option<Interval>,
+    /// The interval's exact level (at least the verdict level), `None` without one.
+    pub coverage: Option<f64>,
+    /// When the level is out of reach: the rounds that would reach it.
+    pub rounds_needed: Option<usize>,
+}
+
+/// One paired round's ratio (schema 6).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RoundRatio {
+    /// 1-based round.
+    pub round: u32,
+    /// The arm's round median / stock's round median.
+    pub ratio: f64,
 }
 
 /// One round's share of an arm's samples.
@@ -106,6 +153,24 @@ pub struct Method {
     pub min_rounds: usize,
     /// The interval's method, in words.
     pub interval: &'static str,
+    /// Schema 6: how the verdicts are read, family-wise. Absent in schema 5, whose verdicts
+    /// are each read from their own 95% interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdicts: Option<VerdictFamily>,
+}
+
+/// How a summary's verdicts are read (schema 6): each from its interval at `verdict_level`,
+/// so that all of them hold together with probability `family_level`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VerdictFamily {
+    /// The probability that every verdict of the summary is right together, at least (0.95).
+    pub family_level: f64,
+    /// The intervals the verdicts are read from: every comparison with a 95% interval.
+    pub intervals: usize,
+    /// Each verdict's level: `1 − (1 − family_level) / intervals`.
+    pub verdict_level: f64,
+    /// The method, in words.
+    pub method: &'static str,
 }
 
 /// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 5 since
@@ -145,6 +210,10 @@ pub struct Summary {
     pub activation: Ordered<Activation>,
     /// llama.cpp builds seen, as `build_number (build_commit)`, per arm.
     pub llama_cpp_builds: Ordered<String>,
+    /// Schema 6: each arm's median process duration in seconds, from the run order given;
+    /// absent in schema 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_seconds: Option<Ordered<f64>>,
     /// Things a reader must know before trusting the figures.
     pub warnings: Vec<String>,
 }

@@ -88,3 +88,35 @@ pub fn hooked_without_shim(arm: &str, classes: &[String]) -> String {
         classes.join(", ")
     )
 }
+
+/// Schema 6: carry-over may exceed ±1% for the arms and tests in `each` (as
+/// `unlocked pp512 −0.4% [−3.1% +2.4%]`).
+pub fn carryover_may_exceed(each: &[String]) -> String {
+    format!(
+        "carry-over: the process after an arm's process may run more than {:.0}% faster or slower \
+         than after stock's ({}; least-squares estimate from the random order, approximate 95% \
+         interval): the speedup intervals assume no carry-over, and in simulation a 1% carry-over \
+         already lowers a 95% interval's coverage on a quiet machine (docs/bench.md); more rounds \
+         narrow the estimate, and a pause between processes lets a machine settle",
+        super::design::CARRYOVER_BOUND * 100.0,
+        each.join("; ")
+    )
+}
+
+/// Schema 6: an arm's processes and stock's differ in duration by `ratio` (median seconds
+/// `arm_s` and `stock_s`) and its rounds scatter widely in `tests`.
+pub fn unequal_durations(
+    arm: &str,
+    ratio: f64,
+    (arm_s, stock_s): (f64, f64),
+    tests: &[String],
+) -> String {
+    format!(
+        "arm {arm}: its processes and stock's differ {ratio:.1}× in duration (median \
+         {arm_s:.1} s against {stock_s:.1} s) and its rounds scatter by more than {:.0}% ({}): under \
+         disturbances that come and go in wall-clock time the two arms do not meet the machine \
+         alike, so the interval's level is approximate (docs/bench.md)",
+        super::design::SCATTER * 100.0,
+        tests.join(", ")
+    )
+}

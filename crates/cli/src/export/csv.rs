@@ -1,7 +1,8 @@
 //! `results.csv` / `--csv`: one line per test and metric (median, min, max in tokens/s,
 //! sample and round counts), a column per arm, then per compared arm the speedup, its
 //! interval (low, high, half-width), verdict and the rounds that would bring it within the
-//! noise band, and percent of host.
+//! noise band (schema 6: then the ratio of medians, `ratio_of_medians`, the speedup being the
+//! paired rounds' estimate), and percent of host.
 
 use super::{ExportError, Exporter, cell};
 use crate::analysis::{ArmStats, Summary};
@@ -57,6 +58,8 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
         .map(String::as_str)
         .filter(|a| Some(*a) != summary.stock.as_deref() && Some(*a) != summary.host.as_deref())
         .collect();
+    // Schema 6: `speedup` is the paired estimate, and the ratio of medians has its own column.
+    let schema6 = summary.schema_version >= 6;
     let mut w = ::csv::Writer::from_writer(Vec::new());
     let mut header = vec![
         "workload".to_string(),
@@ -70,6 +73,9 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
             header.push(format!("speedup {arm}"));
             for column in SPEEDUP_COLUMNS {
                 header.push(format!("{column} {arm}"));
+            }
+            if schema6 {
+                header.push(format!("ratio_of_medians {arm}"));
             }
         }
         if summary.host.is_some() {
@@ -112,6 +118,13 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                             .unwrap_or_default(),
                     );
                     record.extend(speedup_cells(s));
+                    if schema6 {
+                        record.push(
+                            s.and_then(|s| s.ratio_of_medians)
+                                .map(|v| v.to_string())
+                                .unwrap_or_default(),
+                        );
+                    }
                 }
                 if summary.host.is_some() {
                     record.push(

@@ -6,8 +6,9 @@ use super::{
     ExportError, Exporter, cell, format_half_width, format_percent, format_precision,
     format_speedup, format_speedup_claim, format_ts,
 };
-use crate::analysis::Summary;
+use crate::analysis::family::{level_text, out_of_reach_text};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
+use crate::analysis::{FamilyVerdict, Summary, VerdictFamily};
 
 /// Markdown output.
 pub struct Markdown;
@@ -78,6 +79,19 @@ impl Exporter for Markdown {
     }
 }
 
+/// Schema 6's sentence on how the verdicts are read, after the main table's legend.
+fn family_text(family: &VerdictFamily) -> String {
+    let count = family.intervals;
+    format!(
+        " Verdicts are family-wise: all {count} together are right with at least {}% probability, \
+         each read from its interval at {}% (Bonferroni over the {count} interval{}), not from the {}% interval printed.",
+        level_text(family.family_level),
+        level_text(family.verdict_level),
+        if count == 1 { "" } else { "s" },
+        percent_text(CONFIDENCE_LEVEL),
+    )
+}
+
 /// The Markdown report of `summary`.
 pub fn render(summary: &Summary) -> String {
     let others = summary.other_arms();
@@ -126,24 +140,45 @@ pub fn render(summary: &Summary) -> String {
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
     let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.");
-    if summary.stock.is_some() {
+    if summary.stock.is_some() && summary.schema_version >= 6 {
+        out.push_str(&format!(
+            " Speedup: the estimate from paired rounds (the Hodges-Lehmann estimate of each round's arm median / \
+             stock median, the point its interval belongs to), its {level}% confidence interval when there are enough \
+             rounds, and what it shows: faster or slower only when the whole interval lies beyond ±{band}%, no \
+             measurable difference when it lies within."
+        ));
+    } else if summary.stock.is_some() {
         out.push_str(&format!(
             " Speedup: with {level}% confidence interval, the estimate from paired rounds (each round's arm median / \
              stock median), its interval and what it shows: faster or slower only when the whole interval lies \
              beyond ±{band}%, no measurable difference when it lies within; without, arm median / stock median."
         ));
     }
+    if let (Some(family), true) = (&summary.statistics.verdicts, summary.stock.is_some()) {
+        out.push_str(&family_text(family));
+    }
     out.push_str("\n\n");
     out.push_str(&table(&headers, &aligns, &rows));
 
     // Details: every arm's spread and the speedup's interval and precision.
-    out.push_str(&format!(
+    let schema6 = summary.schema_version >= 6;
+    if schema6 {
+        out.push_str(&format!(
+            "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
+             speedup (the estimate from paired rounds, the same point as above) with its {level}% confidence interval \
+             (each round's median against stock's in the same round; the signed-rank interval over rounds), its \
+             half-width and the rounds that would bring it within ±{band}% with an 80% chance, and the ratio of \
+             the pooled medians (arm median / stock median), a description, not the estimate.\n\n"
+        ));
+    } else {
+        out.push_str(&format!(
         "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
          ratio of medians (speedup), and the speedup's {level}% confidence interval from paired rounds (each round's median against stock's in \
          the same round; the signed-rank interval over rounds, exact when they ran in capshim bench's random order), its half-width, and the rounds that would bring it within \
          ±{band}%.\n\n"
-    ));
-    let headers: Vec<String> = [
+        ));
+    }
+    let mut headers: Vec<String> = [
         "test",
         "arm",
         "median",
@@ -163,6 +198,10 @@ pub fn render(summary: &Summary) -> String {
     let mut aligns = vec![Align::Left, Align::Left];
     aligns.extend([Align::Right; 9]);
     aligns.push(Align::Left);
+    if schema6 {
+        headers.push("ratio of medians".into());
+        aligns.push(Align::Right);
+    }
     let mut rows = Vec::new();
     let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     for (i, row) in summary.rows.iter().enumerate() {
@@ -170,6 +209,9 @@ pub fn render(summary: &Summary) -> String {
             let Some(s) = cell(summary, i, arm) else {
                 let mut cells = vec![row.test.clone(), arm.clone(), "missing".into()];
                 cells.extend(["", "", "0", "0", "", "", "", "", ""].map(String::from));
+                if schema6 {
+                    cells.push(String::new());
+                }
                 rows.push(cells);
                 continue;
             };
@@ -180,7 +222,7 @@ pub fn render(summary: &Summary) -> String {
                     None => reasons.push((reason.clone(), vec![who])),
                 }
             }
-            rows.push(vec![
+            let mut cells = vec![
                 row.test.clone(),
                 arm.clone(),
                 format!("{:.2}", s.median_ts),
@@ -194,12 +236,39 @@ pub fn render(summary: &Summary) -> String {
                     .map_or_else(|| "—".into(), |ci| format!("{:.2}–{:.2}", ci.low, ci.high)),
                 format_half_width(s),
                 format_precision(s),
-            ]);
+            ];
+            if schema6 {
+                cells.push(format_speedup(s.ratio_of_medians));
+            }
+            rows.push(cells);
         }
     }
     out.push_str(&table(&headers, &aligns, &rows));
     for (reason, arms) in &reasons {
         out.push_str(&format!("\n{}: {reason}.\n", arms.join(", ")));
+    }
+    for (i, row) in summary.rows.iter().enumerate() {
+        for arm in &summary.arm_order {
+            let Some(s) = cell(summary, i, arm) else {
+                continue;
+            };
+            if let Some(FamilyVerdict {
+                rounds_needed: Some(needed),
+                ..
+            }) = s.verdict_basis
+            {
+                let level = summary
+                    .statistics
+                    .verdicts
+                    .as_ref()
+                    .map_or(CONFIDENCE_LEVEL, |f| f.verdict_level);
+                out.push_str(&format!(
+                    "\n{arm} {}: {}.\n",
+                    row.test,
+                    out_of_reach_text(s.rounds.len(), level, needed)
+                ));
+            }
+        }
     }
 
     if !summary.capabilities.0.is_empty() {

@@ -4,7 +4,10 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod rounds_svg;
 pub mod svg;
+#[cfg(test)]
+mod tests6;
 
 use crate::analysis::interval::{MAX_ROUNDS_ESTIMATE, NOISE, percent_text};
 use crate::analysis::{ArmStats, Summary};
@@ -72,15 +75,19 @@ pub fn format_half_width(stats: &ArmStats) -> String {
 }
 
 /// How precise the speedup is: `within ±2%` when the half-width is within the noise band,
-/// else the rounds that would bring it there (`~28 rounds for ±2%`); `no interval (2 of 4
+/// else the rounds that would bring it there (`~28 rounds for ±2%`; schema 6: `~35 rounds for
+/// ±2% (80% chance)`, [`HINT_CHANCE`](crate::analysis::interval::HINT_CHANCE)); `no interval (2 of 4
 /// rounds)` below the minimum; empty without a comparison.
 pub fn format_precision(stats: &ArmStats) -> String {
     let band = percent_text(NOISE);
+    // Schema 6 cells carry their round ratios; its hint aims at an 80% chance.
+    let schema6 = stats.round_ratios.is_some();
     if let Some(p) = stats.speedup_precision {
         if p.half_width <= NOISE {
             format!("within ±{band}%")
         } else {
             match p.rounds_for_noise_band {
+                Some(n) if schema6 => format!("~{n} rounds for ±{band}% (80% chance)"),
                 Some(n) => format!("~{n} rounds for ±{band}%"),
                 None => format!("over {MAX_ROUNDS_ESTIMATE} rounds for ±{band}%"),
             }
@@ -102,14 +109,24 @@ pub fn cell<'a>(summary: &'a Summary, row: usize, arm: &str) -> Option<&'a ArmSt
     summary.rows[row].arms.get(arm).and_then(Option::as_ref)
 }
 
-/// All formats written into a bundle.
+/// All formats written into a bundle of schema 5: [`for_schema`]`(5)`.
 pub fn all() -> Vec<Box<dyn Exporter>> {
-    vec![
+    for_schema(5)
+}
+
+/// The formats written into a bundle of `schema_version`: `report.md`, `results.csv`,
+/// `summary.json` and `chart.svg`; from schema 6 also `rounds.svg`.
+pub fn for_schema(schema_version: u32) -> Vec<Box<dyn Exporter>> {
+    let mut all: Vec<Box<dyn Exporter>> = vec![
         Box::new(markdown::Markdown),
         Box::new(csv::Csv),
         Box::new(json::Json),
         Box::new(svg::Svg),
-    ]
+    ];
+    if schema_version >= 6 {
+        all.push(Box::new(rounds_svg::RoundsSvg));
+    }
+    all
 }
 
 #[cfg(test)]
@@ -131,10 +148,27 @@ mod tests {
             speedup_no_interval: precision
                 .is_none()
                 .then(|| "no interval: 2 rounds".to_string()),
+            ratio_of_medians: None,
+            verdict_basis: None,
+            carryover: None,
+            unequal_durations: None,
+            round_ratios: None,
             cv: None,
             rounds: Vec::new(),
             samples_ts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn schema_6_bundles_add_rounds_svg() {
+        let names = |v: u32| -> Vec<&str> { for_schema(v).iter().map(|e| e.file_name()).collect() };
+        assert_eq!(
+            names(5),
+            ["report.md", "results.csv", "summary.json", "chart.svg"]
+        );
+        assert_eq!(names(6)[..4], names(5)[..]);
+        assert_eq!(names(6)[4], "rounds.svg");
+        assert_eq!(all().len(), 4);
     }
 
     #[test]
