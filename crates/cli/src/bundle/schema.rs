@@ -18,6 +18,8 @@ pub enum Kind {
     Bench,
     /// `capshim verify`.
     Verify,
+    /// `capshim selftest`.
+    Selftest,
     /// A kind this capshim does not know, as named in `environment.json`.
     Other(String),
 }
@@ -28,6 +30,7 @@ impl Kind {
         match self {
             Kind::Bench => "bench",
             Kind::Verify => "verify",
+            Kind::Selftest => "selftest",
             Kind::Other(name) => name,
         }
     }
@@ -79,6 +82,7 @@ pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
     let kind = match fields.kind.as_deref() {
         None | Some("bench") => Kind::Bench,
         Some("verify") => Kind::Verify,
+        Some("selftest") => Kind::Selftest,
         Some(other) => Kind::Other(other.to_string()),
     };
     let schema_version = match fields.schema_version {

@@ -302,6 +302,7 @@ fn arm_inputs(
 fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result<ExitCode> {
     let what = match &opened {
         Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
+        Opened::Selftest { .. } => "a `capshim selftest` bundle".to_string(),
         Opened::AsWritten { header, .. } => format!(
             "a {} bundle of schema_version {}, shown as written",
             header.kind.name(),
@@ -331,6 +332,18 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
                 );
             }
             if args.json { summary_json } else { markdown }
+        }
+        Opened::Selftest {
+            markdown,
+            checks_json,
+        } => {
+            if args.csv || args.svg {
+                usage!(
+                    "{} is a `capshim selftest` bundle: only --json (its checks.json) or --markdown apply to it",
+                    dir.display()
+                );
+            }
+            if args.json { checks_json } else { markdown }
         }
         Opened::AsWritten { header, known } => {
             let file = match (&header.kind, args.json, args.csv, args.svg) {

@@ -9,6 +9,7 @@ use crate::analysis::SCHEMA_VERSION;
 use crate::bench;
 use crate::bundle::schema::{self, Header, Kind};
 use crate::bundle::{self, BundleError, Manifest, SIG_FILE, sign};
+use crate::selftest;
 use crate::verify;
 
 /// Who must have signed a bundle: an OpenSSH allowed-signers file and the identity in it.
@@ -30,6 +31,13 @@ pub enum Opened {
         /// `summary.json`.
         summary_json: String,
     },
+    /// A selftest bundle of this capshim's layout: its `report.md` and `checks.json`.
+    Selftest {
+        /// `report.md`.
+        markdown: String,
+        /// `checks.json`.
+        checks_json: String,
+    },
     /// A bundle of another layout: only its checksums (and signature) were checked.
     AsWritten {
         /// Its kind and layout.
@@ -44,6 +52,7 @@ pub fn known_schema(kind: &Kind) -> Option<u32> {
     match kind {
         Kind::Bench => Some(SCHEMA_VERSION),
         Kind::Verify => Some(verify::manifest::SCHEMA_VERSION),
+        Kind::Selftest => Some(selftest::bundle::SCHEMA_VERSION),
         Kind::Other(_) => None,
     }
 }
@@ -79,6 +88,13 @@ pub fn open(dir: &Path, signers: Option<&Signers>) -> Result<Opened, BundleError
             Opened::Verify {
                 markdown,
                 summary_json,
+            }
+        }
+        Kind::Selftest => {
+            let (markdown, checks_json) = selftest::bundle::check(dir)?;
+            Opened::Selftest {
+                markdown,
+                checks_json,
             }
         }
         Kind::Other(_) => unreachable!("an unknown kind has no known layout"),

@@ -1,0 +1,1 @@
+//! The selftest's checks from injected evidence.
