@@ -15,7 +15,9 @@ use crate::profile::ProfileArgs;
 use crate::selftest::bundle::{self, Machine, Written};
 use crate::selftest::child::{ShimmedKernels, run_with_shim};
 use crate::selftest::kernels::{self, Kernel};
-use crate::selftest::{Evidence, Gpu, Probe, ProfileRecord, claimed_kernels, evaluate, render};
+use crate::selftest::{
+    Evidence, Probe, ProfileRecord, claimed_kernels, evaluate, render, run_claimed,
+};
 
 /// Check that this machine's GPU does what a profile claims: the shim activates in a probe,
 /// and a small Metal kernel for each capability claimed beyond stock gives the CPU's results
@@ -197,18 +199,13 @@ pub fn execute(args: SelftestArgs) -> anyhow::Result<ExitCode> {
                 .to_string(),
         ),
     };
-    let kernels = if claimed.is_empty() {
-        None
-    } else {
-        let gpu = ShimmedKernels {
-            exe,
-            settings,
-            os,
-            no_device,
-        };
-        let bytes = stock.with_profile(&profile).max_threadgroup_memory;
-        Some(gpu.run(&claimed, bytes)?)
+    let gpu = ShimmedKernels {
+        exe,
+        settings,
+        os,
+        no_device,
     };
+    let kernels = run_claimed(&gpu, &profile, &stock)?;
     let evidence = Evidence {
         capshim_version: env!("CARGO_PKG_VERSION").to_string(),
         os: std::env::consts::OS.to_string(),

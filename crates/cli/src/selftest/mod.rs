@@ -485,6 +485,24 @@ pub fn claimed_kernels(profile: &Profile, stock: &Answers) -> Vec<Kernel> {
         .collect()
 }
 
+/// Runs, on `gpu`, the kernels `profile` claims beyond `stock` (the threadgroup memory test
+/// with the answer the shim gives); `None` when it claims none.
+///
+/// # Errors
+/// As [`Gpu::run`].
+pub fn run_claimed(
+    gpu: &dyn Gpu,
+    profile: &Profile,
+    stock: &Answers,
+) -> anyhow::Result<Option<Kernels>> {
+    let claimed = claimed_kernels(profile, stock);
+    if claimed.is_empty() {
+        return Ok(None);
+    }
+    let bytes = stock.with_profile(profile).max_threadgroup_memory;
+    gpu.run(&claimed, bytes).map(Some)
+}
+
 /// The checks of `evidence`: `activation`, then one per kernel.
 ///
 /// # Errors
