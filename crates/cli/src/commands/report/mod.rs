@@ -52,14 +52,14 @@ scatters symmetrically and independently around the true one (docs/bench.md, The
 
 const AFTER_HELP: &str = "
 
-BUNDLE_DIR arguments are evidence bundles written by `capshim bench` or `capshim verify`. Each is
-checked before anything is shown: every file against its SHA256SUMS (no file changed, missing or
-added; no symbolic link or special file); with --allowed-signers, SHA256SUMS.sig against
-SHA256SUMS; then every derived file (bench: summary.json, report.md, results.csv, chart.svg;
-verify: summary.json, report.md) is derived again from the primary files (raw/ and
-environment.json) and must match byte for byte. What each check proves, and what SHA256SUMS
-alone cannot (anyone who can edit the files can write a new one; only a signature says who
-sealed it): docs/bundles.md.
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify` or
+`capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
+(no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
+SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
+results.csv, chart.svg; verify: summary.json, report.md; selftest: checks.json, report.md) is
+derived again from the primary files (raw/ and environment.json) and must match byte for byte.
+What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
+write a new one; only a signature says who sealed it): docs/bundles.md.
 
 A bundle of another layout (its schema_version, in environment.json and summary.json, is not
 this capshim's) is not refused: its checksums (and signature) are checked, its derived files are
@@ -68,8 +68,8 @@ chart.svg with --svg) is printed as written. It is shown on its own.
 
 Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
 bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
---host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json)
-is printed on its own.
+--host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json),
+or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:
   0  the report was printed
@@ -95,7 +95,7 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = after_help())]
 pub struct ReportArgs {
-    /// Evidence bundle directories written by `capshim bench` or `capshim verify`.
+    /// Evidence bundle directories written by `capshim bench`, `capshim verify` or `capshim selftest`.
     #[arg(value_name = "BUNDLE_DIR")]
     pub bundles: Vec<PathBuf>,
 
@@ -347,6 +347,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         }
         Opened::AsWritten { header, known } => {
             let file = match (&header.kind, args.json, args.csv, args.svg) {
+                (Kind::Selftest, true, _, _) => "checks.json",
                 (_, true, _, _) => "summary.json",
                 (Kind::Bench, _, true, _) => "results.csv",
                 (Kind::Bench, _, _, true) => "chart.svg",
