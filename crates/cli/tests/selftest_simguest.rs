@@ -145,6 +145,30 @@ fn the_bundle_is_checked_and_shown_by_report() {
         .code(1)
         .stderr(predicate::str::contains("never overwritten"));
 
+    // Another layout is shown as written (its checksums checked), saying so.
+    let copy = tmp.path().join("other-layout");
+    std::fs::create_dir(&copy).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(dir.join("."))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let env_file = copy.join("environment.json");
+    let text = read(&env_file).replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
+    std::fs::write(&env_file, text).unwrap();
+    reseal(&copy);
+    capshim()
+        .args(["report", "--json"])
+        .arg(&copy)
+        .assert()
+        .success()
+        .stdout(read(&dir.join("checks.json")))
+        .stderr(predicate::str::contains(
+            "is a selftest bundle of schema_version 99",
+        ));
+
     // The status file edited so that the probe never activated, and the sums regenerated:
     // checks.json is no longer what the raw files give.
     let status = dir.join("raw/probe.status.jsonl");

@@ -19,7 +19,7 @@ use capshim_profile::device::Answers;
 use serde::{Deserialize, Serialize};
 
 use super::{Evidence, Kernels, Probe, ProcessRecord, ProfileRecord, Report, evaluate, render};
-use crate::bundle::identity::{FileId, file_id};
+use crate::bundle::identity::{FileId, IdentifyError, file_id};
 use crate::bundle::schema::compare_derived;
 use crate::bundle::{self, BundleError, time};
 
@@ -220,10 +220,17 @@ pub fn write(
     }
     let identify = |path: Option<&Path>| {
         path.map(|p| {
-            file_id(p).map_err(|e| BundleError::Io {
-                action: "cannot identify",
-                path: p.to_path_buf(),
-                source: std::io::Error::other(e.to_string()),
+            file_id(p).map_err(|e| match e {
+                IdentifyError::Io { path, source } => BundleError::Io {
+                    action: "cannot read",
+                    path,
+                    source,
+                },
+                other => BundleError::Io {
+                    action: "cannot identify",
+                    path: p.to_path_buf(),
+                    source: std::io::Error::other(other.to_string()),
+                },
             })
         })
         .transpose()
