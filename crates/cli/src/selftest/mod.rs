@@ -418,7 +418,7 @@ fn kernel_check(claim: &Claim, e: &Evidence) -> TimedCheck {
     let doctor = "`capshim doctor` shows what stops the shim".to_string();
     if let Err(why) = activated(&process.status, &e.profile) {
         return fail(
-            format!("the kernel process ran without the shim: {why}"),
+            format!("the kernel process did not run with the profile: {why}"),
             claim.why.clone(),
             doctor,
             None,

@@ -343,7 +343,7 @@ fn a_shim_that_did_not_activate_or_applied_other_values_fails() {
     assert_eq!(report.exit_code, EXIT_CLAIM_FAILED);
     assert!(
         report.checks[1].check.summary.starts_with(
-            "the kernel process ran without the shim: not activated: the shim did not load"
+            "the kernel process did not run with the profile: not activated: the shim did not load"
         ),
         "{}",
         report.checks[1].check.summary
