@@ -166,10 +166,12 @@ pub fn to_bfloat(x: f32) -> f32 {
     f32::from_bits((bits.wrapping_add(bias) >> 16) << 16)
 }
 
-/// The spacing of bfloat values at `x` (one unit in the last place).
+/// The spacing of bfloat values at `x` (one unit in the last place): 2^(e - 7) for x's
+/// binary exponent e, built from the exponent bits (no libm call: the macOS SDK excerpts
+/// `cargo xtask dist` checks imports against have no `log2f` or `exp2f`).
 fn bfloat_ulp(x: f32) -> f32 {
-    let exponent = x.abs().max(f32::MIN_POSITIVE).log2().floor();
-    2f32.powf(exponent - 7.0)
+    let biased = (x.to_bits() >> 23) & 0xff;
+    f32::from_bits(biased.saturating_sub(7).max(1) << 23)
 }
 
 /// Thread `i`'s x and y in `bfloat.metal`.
@@ -340,6 +342,15 @@ mod tests {
         let next = f32::from_bits(r.to_bits() + 0x1_0000);
         off[4..8].copy_from_slice(&next.to_le_bytes());
         assert!(compare(Kernel::Bfloat, 0, &off).holds);
+    }
+
+    #[test]
+    fn the_bfloat_unit_is_2_to_the_exponent_less_7() {
+        assert_eq!(bfloat_ulp(1.0), 1.0 / 128.0);
+        assert_eq!(bfloat_ulp(1.99), 1.0 / 128.0);
+        assert_eq!(bfloat_ulp(-3.0), 1.0 / 64.0);
+        assert_eq!(bfloat_ulp(1.0 / 1024.0), 1.0 / 131072.0);
+        assert_eq!(bfloat_ulp(0.0), f32::MIN_POSITIVE);
     }
 
     #[test]
