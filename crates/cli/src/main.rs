@@ -19,6 +19,7 @@ mod launch;
 mod llama;
 mod platform;
 mod profile;
+mod selftest;
 mod term;
 mod verify;
 

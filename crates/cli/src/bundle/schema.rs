@@ -22,6 +22,8 @@ pub enum Kind {
     Bench,
     /// `capshim verify`.
     Verify,
+    /// `capshim selftest`.
+    Selftest,
     /// A kind this capshim does not know, as named in `environment.json` (JSON text when it is
     /// not a string).
     Other(String),
@@ -33,6 +35,7 @@ impl Kind {
         match self {
             Kind::Bench => "bench",
             Kind::Verify => "verify",
+            Kind::Selftest => "selftest",
             Kind::Other(name) => name,
         }
     }
@@ -98,6 +101,7 @@ pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
         None => Kind::Bench,
         Some(Value::String(s)) if s == "bench" => Kind::Bench,
         Some(Value::String(s)) if s == "verify" => Kind::Verify,
+        Some(Value::String(s)) if s == "selftest" => Kind::Selftest,
         Some(Value::String(s)) => Kind::Other(s.clone()),
         Some(other) => Kind::Other(other.to_string()),
     };
@@ -141,6 +145,7 @@ pub fn derivable(kind: &Kind) -> &'static [u32] {
     match kind {
         Kind::Bench => &[crate::analysis::SCHEMA_VERSION],
         Kind::Verify => &[1],
+        Kind::Selftest => &[crate::selftest::bundle::SCHEMA_VERSION],
         Kind::Other(_) => &[],
     }
 }

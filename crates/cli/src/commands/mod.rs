@@ -11,6 +11,7 @@ mod probe;
 mod profiles;
 mod report;
 mod run;
+mod selftest;
 mod sign;
 mod usage;
 mod verify;
@@ -85,6 +86,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Sign a sealed evidence bundle with an OpenSSH key (adds SHA256SUMS.sig).
     Sign(sign::SignArgs),
+    Selftest(selftest::SelftestArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -103,5 +105,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Man(args) => man::execute(args),
         Command::Verify(args) => verify::execute(args),
         Command::Sign(args) => sign::execute(args),
+        Command::Selftest(args) => selftest::execute(args),
     }
 }

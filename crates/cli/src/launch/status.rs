@@ -241,7 +241,6 @@ impl Summary {
     }
 
     /// Reads status-file text (JSON lines), as [`Summary::from_reader`].
-    #[cfg(test)]
     pub fn from_lines(text: &str) -> Summary {
         Summary::from_reader(text.as_bytes())
     }

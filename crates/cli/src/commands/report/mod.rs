@@ -66,8 +66,8 @@ fn layouts_help() -> String {
         "
 
 A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
-file and the field: a kind other than bench or verify, or a schema_version (environment.json,
-or summary.json in the oldest bundles) that is not one it derives (bench {bench}, verify {verify}; the
+file and the field: a kind other than bench, verify or selftest, or a schema_version (environment.json,
+or summary.json in the oldest bundles) that is not one it derives (bench {bench}, verify {verify}, selftest {selftest}; the
 layouts earlier capshims wrote, and why they are not derived, are in docs/bundles.md). With
 --as-written its checksums (and signature) are still checked, and its own report.md
 (summary.json with --json, results.csv with --csv, chart.svg with --svg) is printed as written
@@ -75,26 +75,27 @@ after a first line on stdout starting `UNVERIFIED:` (the same on stderr), exit c
 shown on its own.",
         bench = list(Kind::Bench),
         verify = list(Kind::Verify),
+        selftest = list(Kind::Selftest),
     )
 }
 
 const BUNDLES_HELP: &str = "
 
-BUNDLE_DIR arguments are evidence bundles written by `capshim bench` or `capshim verify`. Each is
-checked before anything is shown: every file against its SHA256SUMS (no file changed, missing or
-added; no symbolic link or special file); with --allowed-signers, SHA256SUMS.sig against
-SHA256SUMS; then every derived file (bench: summary.json, report.md, results.csv, chart.svg;
-verify: summary.json, report.md) is derived again from the primary files (raw/ and
-environment.json) and must match byte for byte. What each check proves, and what SHA256SUMS
-alone cannot (anyone who can edit the files can write a new one; only a signature says who
-sealed it): docs/bundles.md.";
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify` or
+`capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
+(no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
+SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
+results.csv, chart.svg; verify: summary.json, report.md; selftest: checks.json, report.md) is
+derived again from the primary files (raw/ and environment.json) and must match byte for byte.
+What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
+write a new one; only a signature says who sealed it): docs/bundles.md.";
 
 const AFTER_HELP: &str = "
 
 Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
 bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
---host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json)
-is printed on its own.
+--host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json),
+or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:
   0  the report was printed
@@ -124,7 +125,7 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = after_help())]
 pub struct ReportArgs {
-    /// Evidence bundle directories written by `capshim bench` or `capshim verify`.
+    /// Evidence bundle directories written by `capshim bench`, `capshim verify` or `capshim selftest`.
     #[arg(value_name = "BUNDLE_DIR")]
     pub bundles: Vec<PathBuf>,
 
@@ -337,6 +338,7 @@ fn arm_inputs(
 fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result<ExitCode> {
     let what = match &opened {
         Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
+        Opened::Selftest { .. } => "a `capshim selftest` bundle".to_string(),
         Opened::AsWritten { header, .. } => format!(
             "a {} bundle of schema_version {}, shown as written",
             header.kind.name(),
@@ -367,8 +369,21 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             }
             if args.json { summary_json } else { markdown }
         }
+        Opened::Selftest {
+            markdown,
+            checks_json,
+        } => {
+            if args.csv || args.svg {
+                usage!(
+                    "{} is a `capshim selftest` bundle: only --json (its checks.json) or --markdown apply to it",
+                    dir.display()
+                );
+            }
+            if args.json { checks_json } else { markdown }
+        }
         Opened::AsWritten { header, why } => {
             let file = match (&header.kind, args.json, args.csv, args.svg) {
+                (Kind::Selftest, true, _, _) => "checks.json",
                 (_, true, _, _) => "summary.json",
                 (Kind::Bench, _, true, _) => "results.csv",
                 (Kind::Bench, _, _, true) => "chart.svg",

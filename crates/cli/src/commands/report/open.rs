@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::bench;
 use crate::bundle::schema::{self, Header, Kind};
 use crate::bundle::{self, BundleError, Manifest, SIG_FILE, sign};
+use crate::selftest;
 use crate::verify;
 
 /// Who must have signed a bundle: an OpenSSH allowed-signers file and the identity in it.
@@ -30,6 +31,13 @@ pub enum Opened {
         markdown: String,
         /// `summary.json`.
         summary_json: String,
+    },
+    /// A selftest bundle of this capshim's layout: its `report.md` and `checks.json`.
+    Selftest {
+        /// `report.md`.
+        markdown: String,
+        /// `checks.json`.
+        checks_json: String,
     },
     /// A bundle of a layout this capshim does not derive, opened with `as_written`: only its
     /// checksums (and signature) were checked.
@@ -80,6 +88,13 @@ pub fn open(
             Opened::Verify {
                 markdown,
                 summary_json,
+            }
+        }
+        Kind::Selftest => {
+            let (markdown, checks_json) = selftest::bundle::check(dir)?;
+            Opened::Selftest {
+                markdown,
+                checks_json,
             }
         }
         Kind::Other(_) => unreachable!("an unknown kind has no derivable layout"),
