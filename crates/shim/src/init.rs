@@ -3,7 +3,7 @@
 use std::os::unix::ffi::OsStringExt;
 use std::panic::catch_unwind;
 
-use capshim_profile::{Scope, env};
+use capshim_profile::{LogMode, Scope, env};
 
 use crate::scope::Lineage;
 use crate::{hook, report, scope};
@@ -62,27 +62,44 @@ fn shown(value: &[u8]) -> String {
 }
 
 fn start() {
+    // Reading the configuration is all a process pays at load unless it is configured: the
+    // executable's name is found only when CAPSHIM_ONLY_PROCESS needs it or a report is made,
+    // and the runtime is asked for nothing until Metal is there.
     let parsed =
         env::parse(std::env::vars_os().map(|(name, value)| (name.into_vec(), value.into_vec())));
-    let process = process_name();
-    report::init(parsed.outputs, process.clone());
+    report::init(parsed.outputs);
     let config = match parsed.config {
         Ok(config) => config,
-        Err(error) => return report::inactive(&error.to_string(), !error.is_quiet()),
+        Err(error) => {
+            // A malformed or conflicting configuration is the user's to fix: said at load.
+            let level = if error.is_quiet() {
+                LogMode::Off
+            } else {
+                LogMode::Activation
+            };
+            return report::inactive(&error.to_string(), level);
+        }
     };
-    let lineage = scope::current_lineage();
+    let limited = config.scope == Scope::Process || config.only_process.is_some();
+    let lineage = if limited {
+        scope::current_lineage()
+    } else {
+        Lineage::First
+    };
     if config.scope == Scope::Process
         && let Lineage::Child(owner) = lineage
     {
-        // Started by the owner before it hooked a device: stay stock, quietly (a shell or
-        // tool the workload runs is not the workload), and keep our own children clean.
+        // Another process with a copy of the owner's environment (started by it, whichever
+        // copy of the environment it was given, or a later holder of its pid): stay stock,
+        // silently (a shell or tool the workload runs is not the workload), and keep our own
+        // children clean.
         let reason = format!(
-            "{}=process: started by pid {owner} before it hooked a device, so this child stays stock",
+            "{}=process: the shim belongs to pid {owner}, not to this process, which stays stock",
             env::SCOPE.primary
         );
-        report::inactive(&reason, false);
+        report::inactive(&reason, report::LOAD_TIME);
         if let Err(why) = scope::detach() {
-            report::failed("environment", why);
+            report::failed_at(report::LOAD_TIME, "environment", why);
         }
         return;
     }
@@ -90,6 +107,8 @@ fn start() {
         // Either name counts: the real executable's, or the one it was started as; and an
         // image this very process replaced itself with (a framework Python's interpreter
         // after its launcher matched) is the process that matched.
+        let process = process_name();
+        report::set_process(process.clone());
         let invoked = invoked_name();
         let matches = only.as_slice() == process.as_bytes()
             || invoked
@@ -102,33 +121,31 @@ fn start() {
                 env::ONLY_PROCESS.primary,
                 shown(only)
             );
-            // Said on stderr by the first process only: the tools a matched workload starts
-            // (compilers, shells) stay stock quietly, in the status file.
-            return report::inactive(&reason, !matches!(lineage, Lineage::Child(_)));
+            // Processes the setting does not name stay stock silently: the tools a workload
+            // runs (compilers, shells) and the shell that starts it alike.
+            return report::inactive(&reason, report::LOAD_TIME);
         }
     }
     report::active(&config);
-    let limited = config.scope == Scope::Process || config.only_process.is_some();
     if limited
         && lineage != Lineage::SameProcess
         && let Err(why) = scope::mark_owner()
     {
-        report::failed("environment", why);
+        report::failed_at(report::LOAD_TIME, "environment", why);
     }
     let after_first_hook: Option<fn()> = match config.scope {
-        Scope::Process => {
-            // A child fork()ed without exec keeps this library and its hooks: it is another
-            // process, so it answers stock.
-            scope::on_fork_child(hook::disarm_after_fork);
-            Some(release_environment)
-        }
+        Scope::Process => Some(release_environment),
         Scope::Children => None,
     };
+    // A child fork()ed without exec keeps this library, its hooks and its install lock, which
+    // another thread may have held at the fork: the handler leaves the lock usable, and under
+    // scope=process disarms the hooks (the child is another process).
+    hook::prepare_for_fork(config.scope == Scope::Process);
     hook::arm(config.profile, after_first_hook);
 }
 
-/// `CAPSHIM_SCOPE=process`, once a device is hooked: children started from now on are not
-/// injected at all.
+/// `CAPSHIM_SCOPE=process`, once a device is hooked: children started from the live
+/// environment from now on do not load the library.
 fn release_environment() {
     if let Err(why) = scope::release() {
         // Children would inherit the shim; say so rather than pretend otherwise.

@@ -38,10 +38,16 @@ pub enum Scope {
 pub enum LogMode {
     /// Nothing, not even errors.
     Off,
-    /// One line on activation, one per hooked class, one for each reason to stay stock.
+    /// Nothing until a device class is hooked: then one line per hooked class (the first with
+    /// the profile and any note on its values), one per hook that failed; and at load only a
+    /// configuration that is malformed or conflicting. A process that never creates a device
+    /// says nothing.
     #[default]
     Activation,
-    /// As `Activation`, plus one line per distinct query with original and returned answer.
+    /// As `Activation`, plus the load-time lines: the profile accepted, the notes on its values,
+    /// and why a process stays stock (another process's child, `CAPSHIM_ONLY_PROCESS`).
+    Verbose,
+    /// As `Verbose`, plus one line per distinct query with original and returned answer.
     Queries,
 }
 
@@ -225,11 +231,12 @@ fn parse_log(value: &[u8]) -> Result<LogMode, ConfigError> {
     match value {
         b"activation" => Ok(LogMode::Activation),
         b"off" => Ok(LogMode::Off),
+        b"verbose" => Ok(LogMode::Verbose),
         b"queries" => Ok(LogMode::Queries),
         other => Err(malformed(
             LOG.primary,
             other,
-            "expected activation, off or queries",
+            "expected activation, verbose, off or queries",
         )),
     }
 }
