@@ -5,7 +5,9 @@
 //!
 //! `cargo bench -p capshim --bench load_cost` (Linux). It builds the release libcapshim with
 //! cargo (or takes `CAPSHIM_LOAD_COST_SHIM=path`) and the empty library with `cc`.
-//! `CAPSHIM_LOAD_COST_STARTS` (default 300) is the starts per arm; they run in rounds of 20,
+//! `CAPSHIM_LOAD_COST_BEFORE=path` adds two arms with another build of the library (unconfigured
+//! and configured), to compare two builds under the same load. `CAPSHIM_LOAD_COST_STARTS`
+//! (default 300) is the starts per arm; they run in rounds of 20,
 //! the arms in a rotating order within each round, so that a machine whose load drifts spreads
 //! the drift over every arm. The figures are in docs/shim.md ("What it costs").
 //!
@@ -71,6 +73,19 @@ fn main() {
             ],
         ),
     ];
+    // Another build to compare in the same rounds (e.g. the previous release's library).
+    if let Some(before) = std::env::var_os("CAPSHIM_LOAD_COST_BEFORE").map(PathBuf::from) {
+        arms.push(arm(
+            "before: libcapshim, unconfigured",
+            Some(before.clone()),
+            vec![],
+        ));
+        arms.push(arm(
+            "before: libcapshim, configured",
+            Some(before),
+            configured.clone(),
+        ));
+    }
     let rounds = starts / ROUND;
     for round in 0..rounds {
         let count = arms.len();

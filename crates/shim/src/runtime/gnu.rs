@@ -5,32 +5,94 @@
 //! separately, against a model of Apple's semantics (the `apple-model` feature).
 //!
 //! Differences that matter here: `object_getClass` is an inline function in the headers (an
-//! object's class is its first word, `class_pointer`), loading is observed through the
-//! `_objc_load_callback` hook, which `__objc_exec_class` calls for every class it loads, and
-//! `class_replaceMethod` on an inherited method changes the superclass's method.
+//! object's class is its first word, `class_pointer`), and `class_replaceMethod` on an
+//! inherited method changes the superclass's method.
+//!
+//! libobjc is not linked: every runtime function is looked up with `dlsym` when first called
+//! ([`lazy`]), so a process without Objective-C never loads GCC's runtime because of the shim.
+//! A class loaded later is seen by standing in for `__objc_exec_class`, the function through
+//! which every module compiled by GCC registers its classes from its constructor: the shim's
+//! (preloaded, so found first) calls the runtime's, then looks for the watched class, outside
+//! the runtime's lock.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
 
-use super::objc::{class_getInstanceMethod, class_name_is, superclass};
+use super::objc::{look_up_class, superclass};
 use super::{Class, Imp, Sel, Types, Watch, WatchUnavailable};
+use lazy::class_getInstanceMethod;
 
 /// Which runtime this module calls.
 pub(super) const KIND: &str = "gnu";
 
-#[link(name = "objc")]
-unsafe extern "C" {
-    fn class_addMethod(
-        class: *mut c_void,
-        sel: *const c_void,
-        imp: usize,
-        types: *const c_char,
-    ) -> u8;
-    fn method_setImplementation(method: *mut c_void, imp: usize) -> usize;
-    fn class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
-    fn __objc_resolve_class_links();
-    static mut _objc_load_callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
+/// The runtime functions, looked up in the loaded images (`dlsym(RTLD_DEFAULT, …)`) at their
+/// first call and kept. Until GCC's libobjc is loaded they are not found: each then returns
+/// zero (a null class, method or name), which the callers read as "absent", and is looked up
+/// again at its next call.
+#[allow(non_snake_case)] // the C names
+pub(super) mod lazy {
+    use std::ffi::{c_char, c_void};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The address of the loaded function `name` (NUL-terminated), or 0.
+    pub(super) fn find(name: &'static str, cache: &AtomicUsize) -> usize {
+        let known = cache.load(Ordering::Relaxed);
+        if known != 0 {
+            return known;
+        }
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only searches loaded
+        // images.
+        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) } as usize;
+        cache.store(found, Ordering::Relaxed);
+        found
+    }
+
+    macro_rules! lazy {
+        ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+            /// GCC's function of the same name; zero while libobjc is not loaded.
+            ///
+            /// # Safety
+            /// As the runtime function itself.
+            pub(in super::super) unsafe fn $name($($arg: $ty),*) -> $ret {
+                static CACHE: AtomicUsize = AtomicUsize::new(0);
+                let address = find(concat!(stringify!($name), "\0"), &CACHE);
+                if address == 0 {
+                    // SAFETY: every return type here is a pointer or an integer, for which
+                    // all-zero bytes are a valid value (null, or 0).
+                    return unsafe { std::mem::zeroed() };
+                }
+                let function: unsafe extern "C" fn($($ty),*) -> $ret =
+                    // SAFETY: `address` is libobjc's function `$name`, whose C signature is
+                    // the one declared here (GCC's objc/runtime.h); a function's address may
+                    // be transmuted to its own function-pointer type.
+                    unsafe { std::mem::transmute(address) };
+                // SAFETY: forwarded from the caller.
+                unsafe { function($($arg),*) }
+            }
+        )*};
+    }
+
+    lazy! {
+        objc_lookUpClass(name: *const c_char) -> *mut c_void;
+        sel_registerName(name: *const c_char) -> *const c_void;
+        class_getInstanceMethod(class: *mut c_void, sel: *const c_void) -> *mut c_void;
+        method_getImplementation(method: *mut c_void) -> usize;
+        method_getTypeEncoding(method: *mut c_void) -> *const c_char;
+        class_getName(class: *mut c_void) -> *const c_char;
+        class_getSuperclass(class: *mut c_void) -> *mut c_void;
+        class_copyMethodList(class: *mut c_void, count: *mut u32) -> *mut *mut c_void;
+        method_getName(method: *mut c_void) -> *const c_void;
+        sel_isEqual(a: *const c_void, b: *const c_void) -> u8;
+        class_addMethod(class: *mut c_void, sel: *const c_void, imp: usize, types: *const c_char) -> u8;
+        method_setImplementation(method: *mut c_void, imp: usize) -> usize;
+        class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
+        __objc_resolve_class_links() -> ();
+    }
 }
+
+use lazy::{
+    __objc_resolve_class_links, class_addMethod, class_respondsToSelector, method_setImplementation,
+};
 
 /// Links every loaded class to its superclass. While the GNU runtime is still loading a
 /// module (when it calls our load callback), a class's superclass field can still hold the
@@ -101,41 +163,47 @@ pub(super) unsafe fn object_class(object: *mut c_void) -> Option<Class> {
 }
 
 static WATCHED: OnceLock<Watch> = OnceLock::new();
-static PREVIOUS: OnceLock<Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>> = OnceLock::new();
 
-unsafe extern "C" fn class_loaded(class: *mut c_void, category: *mut c_void) {
-    if let Some(Some(previous)) = PREVIOUS.get() {
-        // SAFETY: we pass on exactly the arguments the runtime gave us to the callback that
-        // was installed before ours, as the runtime itself would have.
-        unsafe { previous(class, category) };
+/// GCC's `__objc_exec_class(struct objc_module *)`, which each module's constructor calls to
+/// register its classes; this library, preloaded, is found before libobjc. Passes the call on
+/// to libobjc's, then, outside the runtime's lock, gives the watched class to the callback once
+/// it is loaded. Runs before the shim's initializer for modules loaded with the program (their
+/// constructors come first): nothing is watched yet then.
+///
+/// # Safety
+/// Called by GCC-compiled module constructors with their module descriptor, as libobjc's is.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __objc_exec_class(module: *mut c_void) {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut real = REAL.load(std::sync::atomic::Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name searches the images loaded
+        // after this one: libobjc's own __objc_exec_class.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"__objc_exec_class".as_ptr()) } as usize;
+        REAL.store(real, std::sync::atomic::Ordering::Relaxed);
+    }
+    if real != 0 {
+        // SAFETY: `real` is libobjc's __objc_exec_class, `void (struct objc_module *)`; the
+        // module pointer is passed on as the constructor gave it.
+        let real: unsafe extern "C" fn(*mut c_void) = unsafe { std::mem::transmute(real) };
+        // SAFETY: as above.
+        unsafe { real(module) };
     }
     let Some(&(name, callback)) = WATCHED.get() else {
         return;
     };
-    if let Some(class) = Class::from_runtime(class).filter(|_| category.is_null())
-        && class_name_is(class, name)
-    {
-        // A panic must not unwind into the runtime's C frames.
+    if let Some(class) = look_up_class(name) {
+        // A panic must not unwind into the module's constructor.
         let _ = std::panic::catch_unwind(|| callback(class));
     }
 }
 
-/// Calls `callback` with the class named `name` when GCC's runtime loads it, by chaining into
-/// `_objc_load_callback`. Only the first call registers.
+/// Calls `callback` with the class named `name` when a module that GCC's runtime loads brings
+/// it (see [`__objc_exec_class`]). Only the first call registers.
 pub(super) fn watch_for_class(
     name: &'static CStr,
     callback: fn(Class),
 ) -> Result<(), WatchUnavailable> {
-    if WATCHED.set((name, callback)).is_err() {
-        return Ok(());
-    }
-    // SAFETY: `_objc_load_callback` is a plain function-pointer variable of libobjc. We read
-    // and write it once, from the shim's initializer, before any code of ours could have
-    // started threads; the runtime reads it under its own lock when it loads classes.
-    unsafe {
-        let slot = &raw mut _objc_load_callback;
-        let _ = PREVIOUS.set(slot.read());
-        slot.write(Some(class_loaded));
-    }
+    let _ = WATCHED.set((name, callback));
     Ok(())
 }

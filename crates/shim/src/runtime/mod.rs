@@ -219,7 +219,7 @@ pub struct WatchUnavailable(pub &'static str);
 /// context where the runtime may be called (never under the runtime's lock), so the hook can
 /// be installed when Metal is loaded after the shim (Python importing MLX). Apple: just before
 /// the class's `+initialize` (`_objc_addWillInitializeClassFunc`), or at once if it was already
-/// initialized; GNU: when the class is loaded (`_objc_load_callback`). Calls may come from any
+/// initialized; GNU: when a module that defines it is loaded (`__objc_exec_class`). Calls may come from any
 /// thread, and more than once.
 ///
 /// # Errors

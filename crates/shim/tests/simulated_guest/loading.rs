@@ -255,3 +255,28 @@ fn first_use_of_related_classes_on_many_threads_never_lowers_an_answer() {
         }
     }
 }
+
+#[test]
+fn a_process_without_objective_c_never_loads_the_runtime_because_of_the_shim() {
+    // Left on for a whole machine, the library loads into every process: one with no
+    // Objective-C must not pay for loading GCC's libobjc (the GNU build looks the runtime up
+    // when first needed). The apple-model build links the model, which needs GCC's runtime.
+    let build = Build::Gnu;
+    for env in [&[][..], UNLOCKED] {
+        let r = output(
+            build,
+            "/bin/cat".as_ref(),
+            &["/proc/self/maps"],
+            env,
+            Inject::Shim,
+        );
+        let maps = String::from_utf8_lossy(&r.stdout);
+        assert!(maps.contains("libcapshim"), "the shim is loaded: {maps}");
+        assert!(!maps.contains("libobjc"), "{env:?}: {maps}");
+        assert!(
+            r.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+}
