@@ -5,7 +5,7 @@ use std::panic::catch_unwind;
 
 use capshim_profile::{LogMode, Scope, env};
 
-use crate::scope::Lineage;
+use crate::scope::{Lineage, invoked_name, process_name};
 use crate::{hook, report, scope};
 
 // Registered in the platform's initializer section so the loader runs it when the library is
@@ -21,34 +21,6 @@ static INITIALIZER: extern "C" fn() = initialize;
 extern "C" fn initialize() {
     // Whatever happens, never unwind into the loader.
     let _ = catch_unwind(start);
-}
-
-/// The executable's real file name (symlinks resolved), e.g. `llama-bench` or `python3.11`.
-pub fn process_name() -> String {
-    std::env::current_exe()
-        .ok()
-        .map(|path| path.canonicalize().unwrap_or(path))
-        .and_then(|path| {
-            path.file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-        })
-        .or_else(invoked_name)
-        .unwrap_or_else(|| String::from("?"))
-}
-
-/// The file name the program was started as (`argv[0]`'s last component, e.g. `python3` for
-/// a `python3` symlink to `python3.11`).
-fn invoked_name() -> Option<String> {
-    let arg0 = std::env::args_os().next().map(|arg| arg.into_vec());
-    // In an initializer std may not have seen argv yet on Linux; the kernel keeps it too.
-    #[cfg(target_os = "linux")]
-    let arg0 = arg0.or_else(|| {
-        let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
-        cmdline.split(|&b| b == 0).next().map(<[u8]>::to_vec)
-    });
-    let arg0 = arg0.filter(|arg| !arg.is_empty())?;
-    let name = arg0.rsplit(|&b| b == b'/').next().unwrap_or(&arg0);
-    Some(String::from_utf8_lossy(name).into_owned())
 }
 
 /// A setting's value as it may be shown in a message: escaped, and at most 80 characters.

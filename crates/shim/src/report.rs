@@ -37,7 +37,7 @@ impl Reporter {
     }
 
     fn process(&self) -> &str {
-        self.process.get_or_init(crate::process_name)
+        self.process.get_or_init(crate::scope::process_name)
     }
 }
 

@@ -139,6 +139,34 @@ pub fn start_time() -> Option<u64> {
     }
 }
 
+/// The executable's real file name (symlinks resolved), e.g. `llama-bench` or `python3.11`.
+pub fn process_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .map(|path| path.canonicalize().unwrap_or(path))
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .or_else(invoked_name)
+        .unwrap_or_else(|| String::from("?"))
+}
+
+/// The file name the program was started as (`argv[0]`'s last component, e.g. `python3` for
+/// a `python3` symlink to `python3.11`).
+pub fn invoked_name() -> Option<String> {
+    let arg0 = std::env::args_os().next().map(|arg| arg.into_vec());
+    // In an initializer std may not have seen argv yet on Linux; the kernel keeps it too.
+    #[cfg(target_os = "linux")]
+    let arg0 = arg0.or_else(|| {
+        let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
+        cmdline.split(|&b| b == 0).next().map(<[u8]>::to_vec)
+    });
+    let arg0 = arg0.filter(|arg| !arg.is_empty())?;
+    let name = arg0.rsplit(|&b| b == b'/').next().unwrap_or(&arg0);
+    Some(String::from_utf8_lossy(name).into_owned())
+}
+
 /// The path this library was loaded from, as the dynamic loader reports it.
 pub fn own_path() -> Option<PathBuf> {
     let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();

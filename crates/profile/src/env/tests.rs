@@ -41,6 +41,8 @@ fn a_name_given_twice_is_read_from_its_first_entry_as_getenv_does() {
     );
     let log = parse([("CAPSHIM_LOG", "off"), ("CAPSHIM_LOG", "queries")]);
     assert_eq!(log.outputs.log, LogMode::Off);
+    let verbose = parse([("CAPSHIM_LOG", "verbose")]);
+    assert_eq!(verbose.outputs.log, LogMode::Verbose);
 }
 
 #[test]
@@ -107,7 +109,7 @@ fn malformed_values_fail_closed_naming_the_variable() {
         ),
         ("LUME_METAL_MAX_THREADGROUP_MEMORY", "-1"),
         ("CAPSHIM_SCOPE", "Process"),
-        ("CAPSHIM_LOG", "verbose"),
+        ("CAPSHIM_LOG", "loud"),
     ] {
         let mut vars = vec![(var, value)];
         if var != "CAPSHIM_APPLE_FAMILY_MAX" {

@@ -13,7 +13,7 @@ use super::{Class, Imp, Resolved, Sel, Types};
 // most Linux processes have no Objective-C at all, and loading it into each one is most of
 // what the library would cost them; the GNU module looks these up when first called.
 #[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
-use super::gnu::lazy::{
+use super::lazy::{
     class_copyMethodList, class_getInstanceMethod, class_getName, class_getSuperclass,
     method_getImplementation, method_getName, method_getTypeEncoding, objc_lookUpClass,
     sel_isEqual, sel_registerName,
