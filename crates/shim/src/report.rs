@@ -1,8 +1,14 @@
 //! What the shim tells the outside: stderr lines and status-file events.
 //!
-//! stderr lines start with `capshim: `. The status file (`CAPSHIM_STATUS_FILE`) gets one
-//! JSON object per line and event, appended with a single `write`, so a launcher can prove
-//! activation even when several processes share the file:
+//! stderr lines start with `capshim: `. At the default level (`CAPSHIM_LOG=activation`) a
+//! process says nothing until a device class is hooked (then one line per class, the first with
+//! the profile and any note on its values) or a hook fails; a malformed or conflicting
+//! configuration is said at load. `verbose` adds the load-time lines ([`LOAD_TIME`]). Reports
+//! made while the runtime holds a class's `+initialize` lock are held back ([`holding_back`]).
+//!
+//! The status file (`CAPSHIM_STATUS_FILE`) gets every event at every level, one JSON object per
+//! line, appended with a single `write`, so a launcher can prove activation even when several
+//! processes share the file:
 //! `{"pid":…,"process":"…","event":"active"|"inactive"|"hooked"|"failed","reason":…,"class":…,"profile":{…}}`.
 //! Nothing here may fail the host process: write errors are dropped (and said once on stderr).
 
