@@ -237,12 +237,36 @@ fn deferred<F: FnOnce() + Send + 'static>(make: impl FnOnce() -> F) -> bool {
         .push(Box::new(make()));
     ANY_HELD.store(true, Ordering::Release);
     static AT_EXIT: Once = Once::new();
-    AT_EXIT.call_once(|| {
-        // SAFETY: atexit only records the function; `flush_at_exit` is a function of this
-        // library, which is never unloaded (docs/apple-runtime.md rule 7), and never unwinds.
-        unsafe { libc::atexit(flush_at_exit) };
-    });
+    AT_EXIT.call_once(|| at_exit(flush_at_exit));
     true
+}
+
+/// Registers `f` to run when the process exits (`atexit`). Only a process with a held report
+/// needs it, so on macOS Libc's `atexit` (`stdlib/FreeBSD/atexit.c`) is looked up then rather
+/// than imported by every process.
+fn at_exit(f: extern "C" fn()) {
+    #[cfg(target_vendor = "apple")]
+    {
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only searches loaded
+        // images.
+        let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"atexit".as_ptr()) };
+        if symbol.is_null() {
+            return;
+        }
+        // SAFETY: `symbol` is Libc's `int atexit(void (*)(void))`; a function's address may be
+        // transmuted to its own function-pointer type.
+        let atexit: unsafe extern "C" fn(extern "C" fn()) -> libc::c_int =
+            unsafe { std::mem::transmute(symbol) };
+        // SAFETY: atexit only records the function; `f` is a function of this library, which
+        // is never unloaded (docs/apple-runtime.md rule 7), and never unwinds.
+        unsafe { atexit(f) };
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        // SAFETY: as above: atexit only records `f`, a function of this never-unloaded library
+        // that never unwinds.
+        unsafe { libc::atexit(f) };
+    }
 }
 
 /// Writes the reports held back by [`holding_back`], if any; cheap when there are none. Does
