@@ -34,9 +34,9 @@ fn shown(value: &[u8]) -> String {
 }
 
 fn start() {
-    // Reading the configuration is all a process pays at load unless it is configured: the
-    // executable's name is found only when CAPSHIM_ONLY_PROCESS needs it or a report is made,
-    // and the runtime is asked for nothing until Metal is there.
+    // Reading the configuration is all a process pays at load unless it is configured; then
+    // the runtime is asked whether Metal is there (or to report it later). The executable's
+    // name is found only when CAPSHIM_ONLY_PROCESS needs it or a report is made.
     let parsed =
         env::parse(std::env::vars_os().map(|(name, value)| (name.into_vec(), value.into_vec())));
     report::init(parsed.outputs);
