@@ -1,6 +1,7 @@
 //! Compiles the simulated guest with GCC (`gobjc`, `libobjc-12-dev`): the simulated Metal
-//! library, the probe, the Apple-runtime model, a framework-Python launcher and the two
-//! fault libraries that reproduce what the Apple model must refuse.
+//! library, the probe, the Apple-runtime model, a framework-Python launcher, the two fault
+//! libraries that reproduce what the Apple model must refuse, and a library that holds the
+//! shim's install lock for a test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +14,7 @@ struct Step {
 }
 
 fn main() {
-    for dir in ["objc", "applemodel", "faults", "launcher"] {
+    for dir in ["objc", "applemodel", "faults", "launcher", "helpers"] {
         println!("cargo:rerun-if-changed={dir}");
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -122,6 +123,7 @@ fn steps(out: &Path, python: &Path) -> Vec<Step> {
                 "applemodel/runtime.c",
                 "applemodel/images.c",
                 "applemodel/initialize.c",
+                "applemodel/io.c",
                 "-lobjc",
                 "-ldl",
             ],
@@ -132,6 +134,13 @@ fn steps(out: &Path, python: &Path) -> Vec<Step> {
             &c,
             &["-shared", "-fPIC"],
             &["faults/load_image_lookup.c"],
+        ),
+        step(
+            "install-holding library",
+            out.join("libsimguest_hold.so"),
+            &c,
+            &["-shared", "-fPIC"],
+            &["helpers/hold_install.c", "-lobjc", "-ldl"],
         ),
         step(
             "add-image lookup fault",

@@ -100,7 +100,9 @@ fn unlocked_and_stock_answers_differ_as_explain_predicts() {
     assert_eq!(u[&format!("{PV}.max_threadgroup_memory")], "65536");
     assert_eq!(u["env.LD_PRELOAD"], real_shim().display().to_string());
     assert!(
-        unlocked.stderr.contains("capshim: active in probe (pid "),
+        unlocked
+            .stderr
+            .contains(&format!("capshim: hooked {PV} in probe (pid ")),
         "{}",
         unlocked.stderr
     );

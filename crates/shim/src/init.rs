@@ -3,9 +3,9 @@
 use std::os::unix::ffi::OsStringExt;
 use std::panic::catch_unwind;
 
-use capshim_profile::{Scope, env};
+use capshim_profile::{LogMode, Scope, env};
 
-use crate::scope::Lineage;
+use crate::scope::{Lineage, invoked_name, process_name};
 use crate::{hook, report, scope};
 
 // Registered in the platform's initializer section so the loader runs it when the library is
@@ -23,34 +23,6 @@ extern "C" fn initialize() {
     let _ = catch_unwind(start);
 }
 
-/// The executable's real file name (symlinks resolved), e.g. `llama-bench` or `python3.11`.
-pub fn process_name() -> String {
-    std::env::current_exe()
-        .ok()
-        .map(|path| path.canonicalize().unwrap_or(path))
-        .and_then(|path| {
-            path.file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-        })
-        .or_else(invoked_name)
-        .unwrap_or_else(|| String::from("?"))
-}
-
-/// The file name the program was started as (`argv[0]`'s last component, e.g. `python3` for
-/// a `python3` symlink to `python3.11`).
-fn invoked_name() -> Option<String> {
-    let arg0 = std::env::args_os().next().map(|arg| arg.into_vec());
-    // In an initializer std may not have seen argv yet on Linux; the kernel keeps it too.
-    #[cfg(target_os = "linux")]
-    let arg0 = arg0.or_else(|| {
-        let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
-        cmdline.split(|&b| b == 0).next().map(<[u8]>::to_vec)
-    });
-    let arg0 = arg0.filter(|arg| !arg.is_empty())?;
-    let name = arg0.rsplit(|&b| b == b'/').next().unwrap_or(&arg0);
-    Some(String::from_utf8_lossy(name).into_owned())
-}
-
 /// A setting's value as it may be shown in a message: escaped, and at most 80 characters.
 fn shown(value: &[u8]) -> String {
     let text = String::from_utf8_lossy(value);
@@ -62,27 +34,44 @@ fn shown(value: &[u8]) -> String {
 }
 
 fn start() {
+    // Reading the configuration is all a process pays at load unless it is configured; then
+    // the runtime is asked whether Metal is there (or to report it later). The executable's
+    // name is found only when CAPSHIM_ONLY_PROCESS needs it or a report is made.
     let parsed =
         env::parse(std::env::vars_os().map(|(name, value)| (name.into_vec(), value.into_vec())));
-    let process = process_name();
-    report::init(parsed.outputs, process.clone());
+    report::init(parsed.outputs);
     let config = match parsed.config {
         Ok(config) => config,
-        Err(error) => return report::inactive(&error.to_string(), !error.is_quiet()),
+        Err(error) => {
+            // A malformed or conflicting configuration is the user's to fix: said at load.
+            let level = if error.is_quiet() {
+                LogMode::Off
+            } else {
+                LogMode::Activation
+            };
+            return report::inactive(&error.to_string(), level);
+        }
     };
-    let lineage = scope::current_lineage();
+    let limited = config.scope == Scope::Process || config.only_process.is_some();
+    let lineage = if limited {
+        scope::current_lineage()
+    } else {
+        Lineage::First
+    };
     if config.scope == Scope::Process
         && let Lineage::Child(owner) = lineage
     {
-        // Started by the owner before it hooked a device: stay stock, quietly (a shell or
-        // tool the workload runs is not the workload), and keep our own children clean.
+        // Another process with a copy of the owner's environment (started by it, whichever
+        // copy of the environment it was given, or a later holder of its pid): stay stock,
+        // silently (a shell or tool the workload runs is not the workload), and keep our own
+        // children clean.
         let reason = format!(
-            "{}=process: started by pid {owner} before it hooked a device, so this child stays stock",
+            "{}=process: the shim belongs to pid {owner}, not to this process, which stays stock",
             env::SCOPE.primary
         );
-        report::inactive(&reason, false);
+        report::inactive(&reason, report::LOAD_TIME);
         if let Err(why) = scope::detach() {
-            report::failed("environment", why);
+            report::failed_at(report::LOAD_TIME, "environment", why);
         }
         return;
     }
@@ -90,6 +79,8 @@ fn start() {
         // Either name counts: the real executable's, or the one it was started as; and an
         // image this very process replaced itself with (a framework Python's interpreter
         // after its launcher matched) is the process that matched.
+        let process = process_name();
+        report::set_process(process.clone());
         let invoked = invoked_name();
         let matches = only.as_slice() == process.as_bytes()
             || invoked
@@ -102,33 +93,31 @@ fn start() {
                 env::ONLY_PROCESS.primary,
                 shown(only)
             );
-            // Said on stderr by the first process only: the tools a matched workload starts
-            // (compilers, shells) stay stock quietly, in the status file.
-            return report::inactive(&reason, !matches!(lineage, Lineage::Child(_)));
+            // Processes the setting does not name stay stock silently: the tools a workload
+            // runs (compilers, shells) and the shell that starts it alike.
+            return report::inactive(&reason, report::LOAD_TIME);
         }
     }
     report::active(&config);
-    let limited = config.scope == Scope::Process || config.only_process.is_some();
     if limited
         && lineage != Lineage::SameProcess
         && let Err(why) = scope::mark_owner()
     {
-        report::failed("environment", why);
+        report::failed_at(report::LOAD_TIME, "environment", why);
     }
     let after_first_hook: Option<fn()> = match config.scope {
-        Scope::Process => {
-            // A child fork()ed without exec keeps this library and its hooks: it is another
-            // process, so it answers stock.
-            scope::on_fork_child(hook::disarm_after_fork);
-            Some(release_environment)
-        }
+        Scope::Process => Some(release_environment),
         Scope::Children => None,
     };
+    // A child fork()ed without exec keeps this library, its hooks and its install lock, which
+    // another thread may have held at the fork: the handler leaves the lock usable, and under
+    // scope=process disarms the hooks (the child is another process).
+    hook::prepare_for_fork(config.scope == Scope::Process);
     hook::arm(config.profile, after_first_hook);
 }
 
-/// `CAPSHIM_SCOPE=process`, once a device is hooked: children started from now on are not
-/// injected at all.
+/// `CAPSHIM_SCOPE=process`, once a device is hooked: children started from the live
+/// environment from now on do not load the library.
 fn release_environment() {
     if let Err(why) = scope::release() {
         // Children would inherit the shim; say so rather than pretend otherwise.

@@ -36,4 +36,4 @@ pub mod runtime;
 pub mod scope;
 pub mod version;
 
-pub use init::process_name;
+pub use scope::process_name;

@@ -1,17 +1,24 @@
 //! What the shim tells the outside: stderr lines and status-file events.
 //!
-//! stderr lines start with `capshim: `. The status file (`CAPSHIM_STATUS_FILE`) gets one
-//! JSON object per line and event, appended with a single `write`, so a launcher can prove
-//! activation even when several processes share the file:
+//! stderr lines start with `capshim: `. At the default level (`CAPSHIM_LOG=activation`) a
+//! process says nothing until a device class is hooked (then one line per class, the first with
+//! the profile and any note on its values) or a hook fails; a malformed or conflicting
+//! configuration is said at load. `verbose` adds the load-time lines ([`LOAD_TIME`]). Reports
+//! made while the runtime holds a class's `+initialize` lock are held back ([`holding_back`]).
+//!
+//! The status file (`CAPSHIM_STATUS_FILE`) gets every event at every level, one JSON object per
+//! line, appended with a single `write`, so a launcher can prove activation even when several
+//! processes share the file:
 //! `{"pid":…,"process":"…","event":"active"|"inactive"|"hooked"|"failed","reason":…,"class":…,"profile":{…}}`.
 //! Nothing here may fail the host process: write errors are dropped (and said once on stderr).
 
+use std::cell::Cell;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, Once, OnceLock};
 
 use capshim_profile::env::Sources;
 use capshim_profile::limits::{self, Finding};
@@ -23,7 +30,9 @@ use crate::runtime::{Class, Native, Runtime};
 struct Reporter {
     log: LogMode,
     status_file: Option<PathBuf>,
-    process: String,
+    /// The executable's name, found when first needed: a process that never reports anything
+    /// never resolves its executable's path.
+    process: OnceLock<String>,
     /// Fixed in tests; `None` reads the live pid, which changes in a `fork()`ed child.
     pid: Option<u32>,
 }
@@ -32,49 +41,58 @@ impl Reporter {
     fn pid(&self) -> u32 {
         self.pid.unwrap_or_else(std::process::id)
     }
+
+    fn process(&self) -> &str {
+        self.process.get_or_init(crate::scope::process_name)
+    }
 }
 
 static REPORTER: OnceLock<Reporter> = OnceLock::new();
 static STATUS_WRITE_FAILED: AtomicBool = AtomicBool::new(false);
+/// The accepted configuration, for the first `hooked` line.
+static ACTIVE: OnceLock<Config> = OnceLock::new();
 
 /// Sets where and how much to report, once, from the initializer.
-pub fn init(outputs: Outputs, process: String) {
+pub fn init(outputs: Outputs) {
     let status_file = outputs
         .status_file
         .map(|bytes| PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)));
     let _ = REPORTER.set(Reporter {
         log: outputs.log,
         status_file,
-        process,
+        process: OnceLock::new(),
         pid: None,
     });
 }
 
-/// Configuration accepted: the shim will hook devices in this process. Also logs one warning
-/// line for each value beyond known hardware or that changes nothing
-/// ([`capshim_profile::limits::check`]): the published range stays accepted, so existing
-/// setups keep working, but not silently.
+/// The executable's name, when the initializer already had to find it
+/// (`CAPSHIM_ONLY_PROCESS`), so that reports do not look it up again.
+pub fn set_process(name: String) {
+    if let Some(reporter) = REPORTER.get() {
+        let _ = reporter.process.set(name);
+    }
+}
+
+/// The stderr level of a report that needs no fixing: said only with `CAPSHIM_LOG=verbose`.
+pub const LOAD_TIME: LogMode = LogMode::Verbose;
+
+/// Configuration accepted: the shim will hook devices in this process. A status event now; on
+/// stderr, with `CAPSHIM_LOG=verbose` only, a line with the profile and one warning line for
+/// each value beyond known hardware or that changes nothing
+/// ([`capshim_profile::limits::check`]). At the default level the first `hooked` line says
+/// both (a process that never creates a device says nothing).
 pub fn active(config: &Config) {
+    let _ = ACTIVE.set(config.clone());
     let profile = &config.profile;
-    let scope = match config.scope {
-        Scope::Children => "children",
-        Scope::Process => "process",
-    };
-    emit(
-        LogMode::Activation,
-        "active",
-        None,
-        None,
-        Some(profile),
-        |r| {
-            format!(
-                "active in {} (pid {}): {profile} scope={scope}",
-                r.process,
-                r.pid()
-            )
-        },
-    );
-    let Some(reporter) = REPORTER.get().filter(|r| r.log >= LogMode::Activation) else {
+    let scope = scope_name(config.scope);
+    emit(LOAD_TIME, "active", None, None, Some(profile), |r| {
+        format!(
+            "active in {} (pid {}): {profile} scope={scope}",
+            r.process(),
+            r.pid()
+        )
+    });
+    let Some(reporter) = REPORTER.get().filter(|r| r.log >= LOAD_TIME) else {
         return;
     };
     for finding in limits::check(profile, None) {
@@ -82,8 +100,15 @@ pub fn active(config: &Config) {
     }
 }
 
-/// `warning in PROCESS (pid N): VAR: REASON; answering as configured`.
-fn warning_line(r: &Reporter, sources: &Sources, finding: &Finding) -> String {
+fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Children => "children",
+        Scope::Process => "process",
+    }
+}
+
+/// `VAR: REASON; answering as configured…`: a note on one configured value.
+fn note(sources: &Sources, finding: &Finding) -> String {
     let name = sources
         .name_of(finding.field())
         .unwrap_or("a default value");
@@ -92,54 +117,181 @@ fn warning_line(r: &Reporter, sources: &Sources, finding: &Finding) -> String {
     } else {
         "answering as configured"
     };
+    format!("{name}: {finding}; {outcome}")
+}
+
+/// `warning in PROCESS (pid N): VAR: REASON; answering as configured`.
+fn warning_line(r: &Reporter, sources: &Sources, finding: &Finding) -> String {
     format!(
-        "warning in {} (pid {}): {name}: {finding}; {outcome}",
-        r.process,
-        r.pid()
+        "warning in {} (pid {}): {}",
+        r.process(),
+        r.pid(),
+        note(sources, finding)
     )
 }
 
-/// The process stays stock. `say_it` is false for the ordinary "not configured" case,
-/// which only goes to the status file.
-pub fn inactive(reason: &str, say_it: bool) {
-    let level = if say_it {
-        LogMode::Activation
-    } else {
-        LogMode::Off
-    };
+/// The process stays stock. `level` is the least `CAPSHIM_LOG` that says it on stderr:
+/// [`LogMode::Activation`] for a configuration the user must fix, [`LOAD_TIME`] for a process
+/// the shim does not belong to, [`LogMode::Off`] for the status file only (not configured).
+pub fn inactive(reason: &str, level: LogMode) {
+    if deferred(|| {
+        let reason = reason.to_owned();
+        move || inactive(&reason, level)
+    }) {
+        return;
+    }
     emit(level, "inactive", Some(reason), None, None, |r| {
-        format!("staying stock in {} (pid {}): {reason}", r.process, r.pid())
+        format!(
+            "staying stock in {} (pid {}): {reason}",
+            r.process(),
+            r.pid()
+        )
     });
 }
 
-/// A device class now answers through the profile.
+/// A device class now answers through the profile. The process's first such line also gives
+/// the profile, the scope and a note on each value beyond known hardware or that changes
+/// nothing: `hooked CLASS in PROCESS (pid N): PROFILE scope=SCOPE[; note: VAR: REASON]…`.
 pub fn hooked(class: &str, profile: &Profile) {
+    static FIRST: AtomicBool = AtomicBool::new(true);
+    let first = FIRST.swap(false, Ordering::Relaxed);
     emit(
         LogMode::Activation,
         "hooked",
         None,
         Some(class),
         Some(profile),
-        |r| format!("hooked {class} in {} (pid {})", r.process, r.pid()),
+        |r| {
+            let head = format!("hooked {class} in {} (pid {})", r.process(), r.pid());
+            match ACTIVE.get().filter(|_| first) {
+                Some(config) => first_hook_line(&head, config),
+                None => head,
+            }
+        },
     );
+}
+
+fn first_hook_line(head: &str, config: &Config) -> String {
+    let mut line = format!(
+        "{head}: {} scope={}",
+        config.profile,
+        scope_name(config.scope)
+    );
+    for finding in limits::check(&config.profile, None) {
+        line.push_str("; note: ");
+        line.push_str(&note(&config.sources, &finding));
+    }
+    line
 }
 
 /// A class (or the base class) could not be hooked and stays stock.
 pub fn failed(class: &str, reason: &str) {
-    emit(
-        LogMode::Activation,
-        "failed",
-        Some(reason),
-        Some(class),
-        None,
-        |r| {
-            format!(
-                "hook failed on {class} in {} (pid {}): {reason}; staying stock",
-                r.process,
-                r.pid()
-            )
-        },
-    );
+    failed_at(LogMode::Activation, class, reason);
+}
+
+/// As [`failed`], said on stderr from `level` on (see [`inactive`]).
+pub fn failed_at(level: LogMode, class: &str, reason: &str) {
+    if deferred(|| {
+        let (class, reason) = (class.to_owned(), reason.to_owned());
+        move || failed_at(level, &class, &reason)
+    }) {
+        return;
+    }
+    emit(level, "failed", Some(reason), Some(class), None, |r| {
+        format!(
+            "hook failed on {class} in {} (pid {}): {reason}; staying stock",
+            r.process(),
+            r.pid()
+        )
+    });
+}
+
+thread_local! {
+    /// Set while this thread runs code the runtime calls under a class's `+initialize` lock.
+    static HOLDING_BACK: Cell<bool> = const { Cell::new(false) };
+}
+
+type Held = Box<dyn FnOnce() + Send>;
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+static ANY_HELD: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` with this thread's reports held back, for code the runtime calls with a class's
+/// `+initialize` lock held (objc4 906 and later, docs/apple-runtime.md rule 5): every other
+/// thread that messages the class waits for that lock, so nothing there may wait for a file.
+/// The reports are written by [`flush`] (the next device set up) or when the process exits.
+pub fn holding_back<T>(f: impl FnOnce() -> T) -> T {
+    let before = HOLDING_BACK.with(|h| h.replace(true));
+    let result = f();
+    HOLDING_BACK.with(|h| h.set(before));
+    result
+}
+
+/// When reports are held back on this thread, keeps the report `make` builds for later and
+/// returns true. Keeping it allocates and takes a lock that no file operation is done under.
+fn deferred<F: FnOnce() + Send + 'static>(make: impl FnOnce() -> F) -> bool {
+    if !HOLDING_BACK.with(Cell::get) {
+        return false;
+    }
+    HELD.lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(Box::new(make()));
+    ANY_HELD.store(true, Ordering::Release);
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| at_exit(flush_at_exit));
+    true
+}
+
+/// Registers `f` to run when the process exits (`atexit`). Only a process with a held report
+/// needs it, so on macOS Libc's `atexit` (`stdlib/FreeBSD/atexit.c`) is looked up then rather
+/// than imported by every process.
+fn at_exit(f: extern "C" fn()) {
+    #[cfg(target_vendor = "apple")]
+    {
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only searches loaded
+        // images.
+        let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"atexit".as_ptr()) };
+        if symbol.is_null() {
+            return;
+        }
+        // SAFETY: `symbol` is Libc's `int atexit(void (*)(void))`; a function's address may be
+        // transmuted to its own function-pointer type.
+        let atexit: unsafe extern "C" fn(extern "C" fn()) -> libc::c_int =
+            unsafe { std::mem::transmute(symbol) };
+        // SAFETY: atexit only records the function; `f` is a function of this library, which
+        // is never unloaded (docs/apple-runtime.md rule 7), and never unwinds.
+        unsafe { atexit(f) };
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        // SAFETY: as above: atexit only records `f`, a function of this never-unloaded library
+        // that never unwinds.
+        unsafe { libc::atexit(f) };
+    }
+}
+
+/// Writes the reports held back by [`holding_back`], if any; cheap when there are none. Does
+/// nothing on a thread that is holding back, or while another thread writes them.
+pub fn flush() {
+    if !ANY_HELD.load(Ordering::Acquire) || HOLDING_BACK.with(Cell::get) {
+        return;
+    }
+    // try_lock: in a child fork()ed while another thread held the list, it stays unusable;
+    // the reports are then lost rather than the child blocked.
+    let held = match HELD.try_lock() {
+        Ok(mut list) => std::mem::take(&mut *list),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+            std::mem::take(&mut *poisoned.into_inner())
+        }
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    ANY_HELD.store(false, Ordering::Release);
+    for report in held {
+        report();
+    }
+}
+
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(flush);
 }
 
 /// A replacement could not find the original to call (should not happen); said once per query.
@@ -158,7 +310,7 @@ pub fn unanswerable(query: Query) {
         |r| {
             format!(
                 "no original -{selector} in {} (pid {}); answered 0",
-                r.process,
+                r.process(),
                 r.pid()
             )
         },
@@ -288,7 +440,7 @@ fn event_json(
     format!(
         "{{\"pid\":{},\"process\":{},\"event\":{},\"reason\":{},\"class\":{},\"profile\":{}}}\n",
         r.pid(),
-        json_string(&r.process),
+        json_string(r.process()),
         json_string(event),
         text(reason),
         text(class),
@@ -333,7 +485,7 @@ mod tests {
         let r = Reporter {
             log: LogMode::Activation,
             status_file: None,
-            process: "probe".into(),
+            process: OnceLock::from(String::from("probe")),
             pid: Some(7),
         };
         let config = capshim_profile::env::parse([
@@ -360,7 +512,7 @@ mod tests {
         let r = Reporter {
             log: LogMode::Off,
             status_file: None,
-            process: "llama \"bench\"".into(),
+            process: OnceLock::from(String::from("llama \"bench\"")),
             pid: Some(42),
         };
         let p = Profile::new(1009, 65536, None).unwrap();

@@ -2,9 +2,12 @@
  * _objc_addWillInitializeClassFunc.
  *
  * A class is initialized at its first message: superclasses first, each under its own
- * recursive class lock. The thread that wins marks the class initializing and copies the
- * willInitialize callbacks under classInitLock, releases classInitLock, and calls them (runtime
- * lock NOT held) before +initialize. Registering a callback calls it at once, outside every
+ * recursive class lock (objc4 906 and later: lockClass, held across the callbacks and
+ * +initialize; every other thread messaging the class waits for it). The thread that wins marks
+ * the class initializing and copies the willInitialize callbacks under classInitLock, releases
+ * classInitLock, and calls them (runtime lock NOT held) before +initialize. A callback that
+ * does file I/O while holding the class lock makes every such thread wait on it: io.c stops the
+ * process when one does. Registering a callback calls it at once, outside every
  * lock, for each class already initializing or initialized.
  *
  * GCC's runtime sends +initialize itself; the model only runs the callbacks, when the simulated
@@ -45,6 +48,8 @@ static struct class_state classes[MAX_CLASSES];
 static int n_classes;
 
 static pthread_mutex_t class_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__thread int applemodel_class_locks_held;
 static struct callback callbacks[MAX_CALLBACKS];
 static int n_callbacks;
 
@@ -109,8 +114,10 @@ initialize_non_meta_class(model_class cls)
 
   if (applemodel_runtime_lock_held())
     applemodel_objc_fatal("the Apple-runtime model: +initialize with runtimeLock held", NULL);
+  applemodel_class_locks_held++;
   for (int i = 0; i < n_copy; i++)
     copy[i].func(copy[i].context, cls);
+  applemodel_class_locks_held--;
 
   pthread_mutex_lock(&class_init_lock);
   s->state = INITIALIZED;

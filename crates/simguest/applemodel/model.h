@@ -41,5 +41,8 @@ int applemodel_class_visible(model_class cls);
 
 /* initialize.c: objc4's initializeNonMetaClass, run at a class's first message. */
 void applemodel_first_message(model_class cls);
+/* initialize.c: how many class +initialize locks this thread holds while it runs willInitialize
+ * callbacks (io.c refuses file I/O then). */
+extern __thread int applemodel_class_locks_held;
 
 #endif

@@ -2,11 +2,24 @@
  * decide from it, one `key=value` line each, keys prefixed by the device class.
  *
  *   probe [--class NAME]... [--threads N] [--no-device] [--no-metal] [--before CMD] [--then CMD]
- *         [--fork-before] [--fork-after]
+ *         [--fork-before] [--fork-after] [--fork-while-installing] [--snapshot-then PATH]
+ *         [--watch-environ]
  *
  * --fork-before forks once Metal is loaded, before any device exists; --fork-after once the
  * devices were asked. The child prints its own block of answers (a new pid= block) and exits;
  * the parent waits for it.
+ *
+ * --fork-while-installing creates a MTLSimSecondDevice on another thread and forks while the
+ * shim installs its hooks for that class (with libsimguest_hold preloaded first, which holds the
+ * installing thread in class_copyMethodList); the child creates the --class devices under a
+ * 20 s alarm and the parent prints fork_child.status=exited N|killed by N.
+ *
+ * --snapshot-then copies the environment when main starts, as CPython's os.environ does, and
+ * after the devices were asked starts PATH with that copy (posix_spawn with a saved envp).
+ *
+ * --watch-environ saves the environ array and its strings when main starts and, after the
+ * devices were asked, prints environ.old_array_intact=true|false: whether that array still
+ * holds the same pointers to the same text (a thread reading it would not have seen it change).
  *
  * --before runs CMD (with system()) before Metal is used, --then after every device was
  * created and asked; each fails the probe (exit 4) when CMD fails.
@@ -19,14 +32,14 @@
 #include <objc/runtime.h>
 
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef PROBE_DLOPEN
 #include <dlfcn.h>
-#endif
 
 static const long families[] = { 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010,
                                  2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002 };
@@ -123,12 +136,109 @@ fork_and_print(const char **classes, int n_classes)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+extern char **environ;
+
+/* A copy of the environment's entries (own strings), as a runtime that copies it at start keeps. */
+static char **
+copy_environment(void)
+{
+  size_t n = 0;
+  while (environ[n] != NULL)
+    n++;
+  char **copy = calloc(n + 1, sizeof *copy);
+  for (size_t i = 0; i < n; i++)
+    copy[i] = strdup(environ[i]);
+  return copy;
+}
+
+static char **watched_array, **watched_entries, **watched_text;
+
+static void
+watch_environment(void)
+{
+  size_t n = 0;
+  while (environ[n] != NULL)
+    n++;
+  watched_array = environ;
+  watched_entries = calloc(n + 1, sizeof *watched_entries);
+  memcpy(watched_entries, environ, (n + 1) * sizeof *environ);
+  watched_text = copy_environment();
+}
+
+static int
+watched_environment_intact(void)
+{
+  for (size_t i = 0; watched_entries[i] != NULL; i++)
+    if (watched_array[i] != watched_entries[i] || strcmp(watched_array[i], watched_text[i]) != 0)
+      return 0;
+  return 1;
+}
+
+static int
+spawn_with(const char *path, char **envp)
+{
+  char *argv[] = { (char *)path, NULL };
+  pid_t child;
+  fflush(stdout);
+  if (posix_spawn(&child, path, NULL, NULL, argv, envp) != 0)
+    return -1;
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static void *
+second_device_thread(void *unused)
+{
+  (void)unused;
+  create_device("MTLSimSecondDevice");
+  return NULL;
+}
+
+/* Forks while another thread installs the shim's hooks for MTLSimSecondDevice. */
+static int
+fork_while_installing(const char **classes, int n_classes)
+{
+  volatile int *started = dlsym(RTLD_DEFAULT, "simguest_hold_started");
+  if (started == NULL)
+    {
+      fprintf(stderr, "probe: --fork-while-installing needs libsimguest_hold preloaded\n");
+      return -1;
+    }
+  pthread_t thread;
+  pthread_create(&thread, NULL, second_device_thread, NULL);
+  while (!__atomic_load_n(started, __ATOMIC_ACQUIRE))
+    usleep(1000);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0)
+    {
+      alarm(20);
+      printf("pid=%d\nforked=true\n", (int)getpid());
+      for (int i = 0; i < n_classes; i++)
+        print_device(classes[i]);
+      fflush(stdout);
+      _exit(0);
+    }
+  int status = 0;
+  waitpid(child, &status, 0);
+  pthread_join(thread, NULL);
+  printf("pid=%d\n", (int)getpid());
+  if (WIFEXITED(status))
+    printf("fork_child.status=exited %d\n", WEXITSTATUS(status));
+  else
+    printf("fork_child.status=killed by %d\n", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
   const char *classes[16];
   int n_classes = 0, threads = 0, no_device = 0, no_metal = 0, fork_before = 0, fork_after = 0;
-  const char *then = NULL, *before = NULL;
+  int fork_while = 0, watch = 0;
+  const char *then = NULL, *before = NULL, *snapshot_then = NULL;
+  char **snapshot = copy_environment();
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp(argv[i], "--class") && i + 1 < argc && n_classes < 16)
@@ -147,6 +257,12 @@ main(int argc, char **argv)
         fork_before = 1;
       else if (!strcmp(argv[i], "--fork-after"))
         fork_after = 1;
+      else if (!strcmp(argv[i], "--fork-while-installing"))
+        fork_while = 1;
+      else if (!strcmp(argv[i], "--snapshot-then") && i + 1 < argc)
+        snapshot_then = argv[++i];
+      else if (!strcmp(argv[i], "--watch-environ"))
+        watch = 1;
       else
         {
           fprintf(stderr, "probe: unknown argument %s\n", argv[i]);
@@ -158,6 +274,8 @@ main(int argc, char **argv)
 #endif
   if (n_classes == 0)
     classes[n_classes++] = "AppleParavirtDevice";
+  if (watch)
+    watch_environment();
   printf("pid=%d\n", (int)getpid());
   print_env("LD_PRELOAD");
   print_env("CAPSHIM_APPLE_FAMILY_MAX");
@@ -202,7 +320,12 @@ main(int argc, char **argv)
         return 5;
       printf("pid=%d\n", (int)getpid());
     }
-  if (!no_device && threads > 0)
+  if (fork_while && !no_device)
+    {
+      if (fork_while_installing(classes, n_classes) != 0)
+        return 5;
+    }
+  else if (!no_device && threads > 0)
     {
       pthread_t ids[64];
       struct job jobs[64];
@@ -226,7 +349,12 @@ main(int argc, char **argv)
   fflush(stdout);
   if (fork_after && !no_device && fork_and_print(classes, n_classes) != 0)
     return 5;
+  if (watch)
+    printf("environ.old_array_intact=%s\n", watched_environment_intact() ? "true" : "false");
+  fflush(stdout);
   if (then != NULL && run(then) != 0)
+    return 4;
+  if (snapshot_then != NULL && spawn_with(snapshot_then, snapshot) != 0)
     return 4;
   return 0;
 }

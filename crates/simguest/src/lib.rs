@@ -15,6 +15,8 @@
 //!   ([`Guest::apple_model`]), preloaded before an Apple-path build of the shim.
 //! - `launcher/pythonw.c`: a framework Python's launcher, which re-executes the interpreter
 //!   in the same process ([`Guest::python_launcher`]).
+//! - `helpers/hold_install.c`: holds the thread installing a class's hooks
+//!   ([`Guest::hold_install`]), so that a test can fork while the shim's install lock is held.
 //! - `faults/`: two libraries doing what libcapshim 606a069 did on macOS, which the model must
 //!   refuse ([`Guest::fault_load_image_lookup`], [`Guest::fault_add_image_lookup`]).
 
@@ -50,6 +52,10 @@ pub struct Guest {
     /// A library that looks `_MTLDevice` up from a dyld add-image callback and prints
     /// `add-image: _MTLDevice found|absent` for each call.
     pub fault_add_image_lookup: PathBuf,
+    /// `libsimguest_hold.so`, preloaded first: the first `class_copyMethodList` for the class
+    /// named by `SIMGUEST_HOLD_CLASS` sets `simguest_hold_started` and sleeps 1.5 s, inside the
+    /// shim's install lock (probe `--fork-while-installing`).
+    pub hold_install: PathBuf,
 }
 
 /// The simulated guest, or why it is not available on this platform.
@@ -72,6 +78,7 @@ pub fn guest() -> Result<Guest, &'static str> {
         python_interpreter: python.join("Resources/Python.app/Contents/MacOS/Python"),
         fault_load_image_lookup: dir.join("libfault_load_image_lookup.so"),
         fault_add_image_lookup: dir.join("libfault_add_image_lookup.so"),
+        hold_install: dir.join("libsimguest_hold.so"),
     })
 }
 

@@ -18,19 +18,26 @@ pub enum ScopeArg {
     #[default]
     Children,
     /// Only the launched process (a same-pid re-exec, as a framework Python's launcher does,
-    /// included): children started after it hooked a device are not injected, earlier ones
-    /// stay stock
+    /// included): every other process that loads the shim (a child started before the first
+    /// device was hooked, or given a copy of the environment, as Python's subprocess is) stays
+    /// stock and silent; children started from the live environment after the hook do not
+    /// load it
     Process,
 }
 
 /// `CAPSHIM_LOG`: what the shim writes to stderr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogArg {
-    /// One line on activation, one per hooked class, one per reason to stay stock (the default)
+    /// One line per hooked device class (the first with the profile and any note on its
+    /// values), one per failed hook, and a malformed configuration's; a process that never
+    /// creates a device says nothing (the default)
     Activation,
+    /// As activation, plus the load-time lines: the profile accepted, notes on its values, and
+    /// why a process stays stock
+    Verbose,
     /// Nothing
     Off,
-    /// As activation, plus one line per distinct query with the original and returned answer
+    /// As verbose, plus one line per distinct query with the original and returned answer
     Queries,
 }
 
@@ -47,6 +54,7 @@ impl LogArg {
     fn value(self) -> &'static str {
         match self {
             LogArg::Activation => "activation",
+            LogArg::Verbose => "verbose",
             LogArg::Off => "off",
             LogArg::Queries => "queries",
         }

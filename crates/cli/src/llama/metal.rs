@@ -160,8 +160,7 @@ llama_model_load_from_file_impl: using device MTL0 (Apple Paravirtual device) - 
 ";
 
     const UNLOCKED_GUEST: &str = "\
-capshim: active in llama-bench (pid 812): apple_family_max=1009 (Apple9) max_threadgroup_memory=65536 recommended_working_set_size=unchanged scope=children
-capshim: hooked AppleParavirtDevice in llama-bench (pid 812)
+capshim: hooked AppleParavirtDevice in llama-bench (pid 812): apple_family_max=1009 (Apple9) max_threadgroup_memory=65536 recommended_working_set_size=unchanged scope=children
 ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)
 ggml_metal_device_init: GPU family: MTLGPUFamilyApple9  (1009)
 ggml_metal_device_init: GPU family: MTLGPUFamilyCommon3 (3003)

@@ -9,7 +9,7 @@ use crate::launch::status::StatusEvent;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ShimLine {
-    /// `capshim: active in <process> (pid <n>): <profile> scope=<scope>`
+    /// `capshim: active in <process> (pid <n>): <profile> scope=<scope>` (`CAPSHIM_LOG=verbose`)
     Active {
         /// Executable name.
         process: String,
@@ -18,7 +18,8 @@ pub enum ShimLine {
         /// The rest of the line: the profile values and the scope.
         detail: String,
     },
-    /// `capshim: hooked <ClassName> in <process> (pid <n>)`
+    /// `capshim: hooked <ClassName> in <process> (pid <n>)`, the process's first also followed
+    /// by `: <profile> scope=<scope>` and any `; note: …`
     Hooked {
         /// The device class whose answers changed.
         class: String,
@@ -311,6 +312,17 @@ mod tests {
                 class: "AppleParavirtDevice".into(),
                 process: "my tool".into(),
                 pid: 9
+            })
+        );
+        // A process's first hooked line, with the profile and a note (the shim's default).
+        assert_eq!(
+            ShimLine::parse(
+                "capshim: hooked AppleParavirtDevice in llama-bench (pid 812): apple_family_max=1999 max_threadgroup_memory=65536 recommended_working_set_size=unchanged scope=children; note: TART_METAL_APPLE_FAMILY_MAX: 1999 is above MTLGPUFamilyApple10 (1010): no hardware has it; answering as configured"
+            ),
+            Some(ShimLine::Hooked {
+                class: "AppleParavirtDevice".into(),
+                process: "llama-bench".into(),
+                pid: 812
             })
         );
         assert_eq!(

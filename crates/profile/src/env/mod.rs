@@ -38,10 +38,16 @@ pub enum Scope {
 pub enum LogMode {
     /// Nothing, not even errors.
     Off,
-    /// One line on activation, one per hooked class, one for each reason to stay stock.
+    /// Nothing until a device class is hooked: then one line per hooked class (the first with
+    /// the profile and any note on its values), one per hook that failed; and at load only a
+    /// configuration that is malformed or conflicting. A process that never creates a device
+    /// says nothing.
     #[default]
     Activation,
-    /// As `Activation`, plus one line per distinct query with original and returned answer.
+    /// As `Activation`, plus the load-time lines: the profile accepted, the notes on its values,
+    /// and why a process stays stock (another process's child, `CAPSHIM_ONLY_PROCESS`).
+    Verbose,
+    /// As `Verbose`, plus one line per distinct query with original and returned answer.
     Queries,
 }
 
@@ -115,7 +121,8 @@ type Raw = Vec<Option<Vec<u8>>>;
 ///
 /// Pure and total: any bytes are accepted as input and nothing panics. Names not in
 /// [`ALL`] (under any shim's name) are ignored; an empty value counts as absent; a name given
-/// twice counts once, the last value. The configuration is refused (the process stays stock)
+/// twice counts once, with its first value, as libc's `getenv` reads it (an empty first value
+/// too: the name is then absent). The configuration is refused (the process stays stock)
 /// when the family maximum is absent, any value is malformed or out of range, or two names of
 /// one setting are set to different numbers (the same number in two spellings agrees). Under
 /// a published shim's name, a value means what that shim documents: a family maximum of 0
@@ -126,23 +133,27 @@ where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
-    let mut values: Vec<Raw> = ALL
+    // Each slot: `None` until the name is first seen, then its value (`None` when empty).
+    let mut seen: Vec<Vec<Option<Option<Vec<u8>>>>> = ALL
         .iter()
         .map(|var| vec![None; var.names().count()])
         .collect();
     for (name, value) in vars {
         let (name, value) = (name.as_ref(), value.as_ref());
-        if value.is_empty() {
-            continue;
-        }
-        for (slots, var) in values.iter_mut().zip(ALL) {
+        for (slots, var) in seen.iter_mut().zip(ALL) {
             for (slot, alias) in slots.iter_mut().zip(var.names()) {
-                if name == alias.name.as_bytes() {
-                    *slot = Some(value.to_vec());
+                // The first entry of a name is the one libc's getenv returns (and the published
+                // shims read): a later duplicate changes nothing.
+                if name == alias.name.as_bytes() && slot.is_none() {
+                    *slot = Some((!value.is_empty()).then(|| value.to_vec()));
                 }
             }
         }
     }
+    let values: Vec<Raw> = seen
+        .into_iter()
+        .map(|slots| slots.into_iter().map(Option::flatten).collect())
+        .collect();
     let raw = |var: Var| {
         let index = ALL.iter().position(|v| *v == var).unwrap_or(0);
         &values[index]
@@ -220,11 +231,12 @@ fn parse_log(value: &[u8]) -> Result<LogMode, ConfigError> {
     match value {
         b"activation" => Ok(LogMode::Activation),
         b"off" => Ok(LogMode::Off),
+        b"verbose" => Ok(LogMode::Verbose),
         b"queries" => Ok(LogMode::Queries),
         other => Err(malformed(
             LOG.primary,
             other,
-            "expected activation, off or queries",
+            "expected activation, verbose, off or queries",
         )),
     }
 }

@@ -172,10 +172,11 @@ pub const STATUS_FILE: Var = Var {
     aliases: &[],
 };
 
-/// Set by the shim itself, not by users: the pid it first activated in when it is limited to
-/// one process (`CAPSHIM_SCOPE=process` or `CAPSHIM_ONLY_PROCESS`), so that an image the
-/// process replaces itself with (a framework Python's launcher re-executing the interpreter)
-/// counts as the same process and a child as another one. Launchers must not pass it on.
+/// Set by the shim itself, not by users: `PID:START`, the process it first activated in when
+/// it is limited to one process (`CAPSHIM_SCOPE=process` or `CAPSHIM_ONLY_PROCESS`), with
+/// that process's start time, so that an image the process replaces itself with (a framework
+/// Python's launcher re-executing the interpreter) counts as the same process, and a child,
+/// or a later process that got the same pid, as another one. Launchers must not pass it on.
 pub const OWNER_PID: &str = "CAPSHIM_OWNER_PID";
 
 /// Every variable the shim reads, in the order docs/shim.md lists them.

@@ -24,6 +24,28 @@ fn vars_for_names_every_value() {
 }
 
 #[test]
+fn a_name_given_twice_is_read_from_its_first_entry_as_getenv_does() {
+    let c = config(&[
+        ("CAPSHIM_APPLE_FAMILY_MAX", "1007"),
+        ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+    ])
+    .unwrap();
+    assert_eq!(c.profile.apple_family_max, 1007);
+    // An empty first entry is what getenv returns: the setting is absent.
+    assert_eq!(
+        config(&[
+            ("CAPSHIM_APPLE_FAMILY_MAX", ""),
+            ("CAPSHIM_APPLE_FAMILY_MAX", "1009"),
+        ]),
+        Err(ConfigError::NotConfigured)
+    );
+    let log = parse([("CAPSHIM_LOG", "off"), ("CAPSHIM_LOG", "queries")]);
+    assert_eq!(log.outputs.log, LogMode::Off);
+    let verbose = parse([("CAPSHIM_LOG", "verbose")]);
+    assert_eq!(verbose.outputs.log, LogMode::Verbose);
+}
+
+#[test]
 fn family_alone_activates_with_defaults() {
     let c = config(&[("CAPSHIM_APPLE_FAMILY_MAX", "1009")]).unwrap();
     assert_eq!(c.profile, Profile::new(1009, 65536, None).unwrap());
@@ -87,7 +109,7 @@ fn malformed_values_fail_closed_naming_the_variable() {
         ),
         ("LUME_METAL_MAX_THREADGROUP_MEMORY", "-1"),
         ("CAPSHIM_SCOPE", "Process"),
-        ("CAPSHIM_LOG", "verbose"),
+        ("CAPSHIM_LOG", "loud"),
     ] {
         let mut vars = vec![(var, value)];
         if var != "CAPSHIM_APPLE_FAMILY_MAX" {

@@ -16,10 +16,11 @@
 pub mod install;
 pub mod table;
 
+use std::cell::UnsafeCell;
 use std::ffi::{CStr, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use capshim_profile::Profile;
 
@@ -34,20 +35,67 @@ pub const BASE_CLASS: &CStr = c"_MTLDevice";
 /// The base-class method Metal calls while setting up a device.
 pub const BASE_SELECTOR: &CStr = c"initGPUFamilySupport";
 
-static INSTALL: Mutex<()> = Mutex::new(());
+static INSTALL: InstallLock = InstallLock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
 static BASE_ORIGINAL: AtomicUsize = AtomicUsize::new(0);
 static BASE_STATE: AtomicU8 = AtomicU8::new(EMPTY);
 /// Run once, after the first device class is hooked (`CAPSHIM_SCOPE=process` then takes the
 /// shim out of the environment children inherit).
 static AFTER_FIRST_HOOK: OnceLock<fn()> = OnceLock::new();
+/// Whether a `fork()`ed child answers stock (`CAPSHIM_SCOPE=process`).
+static DISARM_IN_CHILD: AtomicBool = AtomicBool::new(false);
 
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    // A poisoned lock only means a panic was caught while it was held. Entries are filled in
-    // order and each is published whole (originals before class), so the table is still
-    // consistent; a class left INSTALLING is simply not retried.
-    INSTALL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The lock that serializes installing hooks: a plain `pthread_mutex_t`, so that a `fork()`ed
+/// child can make it usable again ([`after_fork_in_child`]) when another thread of the parent
+/// held it at the fork: that thread does not exist in the child and would never release it.
+struct InstallLock(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: the mutex is only used through pthread_mutex_lock/unlock, which synchronize the
+// threads that share it.
+unsafe impl Sync for InstallLock {}
+
+struct InstallGuard;
+
+impl Drop for InstallGuard {
+    fn drop(&mut self) {
+        // SAFETY: a guard exists only while this thread holds the lock (`lock`).
+        unsafe { libc::pthread_mutex_unlock(INSTALL.0.get()) };
+    }
+}
+
+fn lock() -> InstallGuard {
+    // A panic caught while the lock was held still unlocks it (the guard's drop). Entries are
+    // filled in order and each is published whole (originals before class), so the table
+    // stays consistent; a class left INSTALLING is simply not retried.
+    // SAFETY: a statically initialized default mutex, locked here and unlocked by the guard
+    // on this thread; nothing locks it recursively (no runtime callback reaches `lock`
+    // while this thread holds it: install_all only calls runtime functions that do not call
+    // back into the shim).
+    unsafe { libc::pthread_mutex_lock(INSTALL.0.get()) };
+    InstallGuard
+}
+
+/// Registers the child handler of `fork()` (`pthread_atfork`), under every scope: in the child
+/// the install lock is made usable again, and with `disarm` every replacement answers with the
+/// original from then on and no further class is hooked. Called once, from the initializer.
+pub fn prepare_for_fork(disarm: bool) {
+    DISARM_IN_CHILD.store(disarm, Ordering::Relaxed);
+    // SAFETY: pthread_atfork only records the handler; it is a function of this library, which
+    // an inserted library never unloads, and does only async-signal-safe work.
+    let _ = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+/// The `fork()` child handler. Only the forking thread exists in the child, so no one holds
+/// or waits for the install lock: re-initializing it is what Libc does for its own locks in
+/// the child (`__environ_lock_fork_child`, stdlib/FreeBSD/getenv.c). An installation another
+/// thread had under way stays INSTALLING and is never resumed or redone; what it published is
+/// consistent (originals before replacements). Async-signal-safe: memory stores only.
+extern "C" fn after_fork_in_child() {
+    // SAFETY: no other thread exists in the child to hold or use the mutex; writing the static
+    // initializer over it leaves an unlocked mutex, as at load.
+    unsafe { INSTALL.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
+    if DISARM_IN_CHILD.load(Ordering::Relaxed) {
+        table::DISARMED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Arms the hook with `profile`: replaces `-[_MTLDevice initGPUFamilySupport]` now if Metal is
@@ -64,17 +112,19 @@ pub fn arm(profile: Profile, after_first_hook: Option<fn()>) {
     match Native.look_up_class(BASE_CLASS) {
         Some(base) => install_base(base),
         None => {
-            if let Err(why) = runtime::watch_for_class(BASE_CLASS, install_base) {
+            if let Err(why) = runtime::watch_for_class(BASE_CLASS, install_base_when_reported) {
                 report::failed(&BASE_CLASS.to_string_lossy(), why.0);
             }
         }
     }
 }
 
-/// In a `fork()`ed child under `CAPSHIM_SCOPE=process`: every replacement answers with the
-/// original from now on, and no further class is hooked. Async-signal-safe (one atomic store).
-pub extern "C" fn disarm_after_fork() {
-    table::DISARMED.store(true, Ordering::Relaxed);
+/// [`install_base`] from the runtime's notification. On Apple's runtime that comes with
+/// `_MTLDevice`'s `+initialize` lock held (objc4 906 and later; docs/apple-runtime.md rule 5),
+/// which every thread creating a device waits for: reports made there are held back and
+/// written later ([`report::holding_back`]).
+fn install_base_when_reported(base: Class) {
+    report::holding_back(|| install_base(base));
 }
 
 /// Replaces `-[_MTLDevice initGPUFamilySupport]` on `base`, once. Cheap when already done, so
@@ -89,6 +139,9 @@ fn install_base(base: Class) {
         if BASE_STATE.load(Ordering::Acquire) != EMPTY {
             return;
         }
+        // Marked first: in a child fork()ed in the middle of this, the replacement may be in
+        // already, and must not be installed again over itself.
+        BASE_STATE.store(INSTALLING, Ordering::Release);
         let replacement = Replacement {
             selector: BASE_SELECTOR,
             imp: Imp(init_gpu_family_support as *const () as usize),
@@ -127,7 +180,7 @@ fn hook_device_class(class: Class) {
         SAID.call_once(|| {
             report::inactive(
                 "CAPSHIM_SCOPE=process: a child fork()ed from the process the shim belongs to; it stays stock",
-                false,
+                report::LOAD_TIME,
             );
         });
         return;
@@ -201,6 +254,8 @@ fn hook_device_class(class: Class) {
 /// BOOL, integer or object result alike (checked against the method's encoding).
 unsafe extern "C" fn init_gpu_family_support(this: *mut c_void, cmd: Sel) -> usize {
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        // The first device call after a report was held back under a class's +initialize lock.
+        report::flush();
         // SAFETY: `this` is the receiver the runtime passed us, a live device object.
         if let Some(class) = unsafe { runtime::object_class(this) } {
             hook_device_class(class);

@@ -5,35 +5,31 @@
 //! separately, against a model of Apple's semantics (the `apple-model` feature).
 //!
 //! Differences that matter here: `object_getClass` is an inline function in the headers (an
-//! object's class is its first word, `class_pointer`), loading is observed through the
-//! `_objc_load_callback` hook, which `__objc_exec_class` calls for every class it loads, and
-//! `class_replaceMethod` on an inherited method changes the superclass's method.
+//! object's class is its first word, `class_pointer`), and `class_replaceMethod` on an
+//! inherited method changes the superclass's method.
+//!
+//! libobjc is not linked: every runtime function is looked up with `dlsym` when first called
+//! (`lazy.rs`), so a process without Objective-C never loads GCC's runtime because of the shim.
+//! A class loaded later is seen by standing in for `__objc_exec_class`, the function through
+//! which every module compiled by GCC registers its classes from its constructor: the shim's
+//! (preloaded, so found first) calls the runtime's, then looks for the watched class, outside
+//! the runtime's lock.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
 
-use super::objc::{class_getInstanceMethod, class_name_is, superclass};
+use super::lazy::{
+    __objc_resolve_class_links, class_addMethod, class_getInstanceMethod, class_respondsToSelector,
+    method_setImplementation,
+};
+use super::objc::{look_up_class, superclass};
 use super::{Class, Imp, Sel, Types, Watch, WatchUnavailable};
 
 /// Which runtime this module calls.
 pub(super) const KIND: &str = "gnu";
 
-#[link(name = "objc")]
-unsafe extern "C" {
-    fn class_addMethod(
-        class: *mut c_void,
-        sel: *const c_void,
-        imp: usize,
-        types: *const c_char,
-    ) -> u8;
-    fn method_setImplementation(method: *mut c_void, imp: usize) -> usize;
-    fn class_respondsToSelector(class: *mut c_void, sel: *const c_void) -> u8;
-    fn __objc_resolve_class_links();
-    static mut _objc_load_callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
-}
-
 /// Links every loaded class to its superclass. While the GNU runtime is still loading a
-/// module (when it calls our load callback), a class's superclass field can still hold the
+/// module, a class's superclass field can still hold the
 /// superclass's *name*: walking the hierarchy then would read a string as a class. The
 /// runtime links classes itself at the end of loading; doing it earlier is what it does
 /// anyway, and does nothing for classes already linked.
@@ -101,41 +97,47 @@ pub(super) unsafe fn object_class(object: *mut c_void) -> Option<Class> {
 }
 
 static WATCHED: OnceLock<Watch> = OnceLock::new();
-static PREVIOUS: OnceLock<Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>> = OnceLock::new();
 
-unsafe extern "C" fn class_loaded(class: *mut c_void, category: *mut c_void) {
-    if let Some(Some(previous)) = PREVIOUS.get() {
-        // SAFETY: we pass on exactly the arguments the runtime gave us to the callback that
-        // was installed before ours, as the runtime itself would have.
-        unsafe { previous(class, category) };
+/// GCC's `__objc_exec_class(struct objc_module *)`, which each module's constructor calls to
+/// register its classes; this library, preloaded, is found before libobjc. Passes the call on
+/// to libobjc's, then, outside the runtime's lock, gives the watched class to the callback once
+/// it is loaded. Runs before the shim's initializer for modules loaded with the program (their
+/// constructors come first): nothing is watched yet then.
+///
+/// # Safety
+/// Called by GCC-compiled module constructors with their module descriptor, as libobjc's is.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __objc_exec_class(module: *mut c_void) {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut real = REAL.load(std::sync::atomic::Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name searches the images loaded
+        // after this one: libobjc's own __objc_exec_class.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"__objc_exec_class".as_ptr()) } as usize;
+        REAL.store(real, std::sync::atomic::Ordering::Relaxed);
+    }
+    if real != 0 {
+        // SAFETY: `real` is libobjc's __objc_exec_class, `void (struct objc_module *)`; the
+        // module pointer is passed on as the constructor gave it.
+        let real: unsafe extern "C" fn(*mut c_void) = unsafe { std::mem::transmute(real) };
+        // SAFETY: as above.
+        unsafe { real(module) };
     }
     let Some(&(name, callback)) = WATCHED.get() else {
         return;
     };
-    if let Some(class) = Class::from_runtime(class).filter(|_| category.is_null())
-        && class_name_is(class, name)
-    {
-        // A panic must not unwind into the runtime's C frames.
+    if let Some(class) = look_up_class(name) {
+        // A panic must not unwind into the module's constructor.
         let _ = std::panic::catch_unwind(|| callback(class));
     }
 }
 
-/// Calls `callback` with the class named `name` when GCC's runtime loads it, by chaining into
-/// `_objc_load_callback`. Only the first call registers.
+/// Calls `callback` with the class named `name` when a module that GCC's runtime loads brings
+/// it (see [`__objc_exec_class`]). Only the first call registers.
 pub(super) fn watch_for_class(
     name: &'static CStr,
     callback: fn(Class),
 ) -> Result<(), WatchUnavailable> {
-    if WATCHED.set((name, callback)).is_err() {
-        return Ok(());
-    }
-    // SAFETY: `_objc_load_callback` is a plain function-pointer variable of libobjc. We read
-    // and write it once, from the shim's initializer, before any code of ours could have
-    // started threads; the runtime reads it under its own lock when it loads classes.
-    unsafe {
-        let slot = &raw mut _objc_load_callback;
-        let _ = PREVIOUS.set(slot.read());
-        slot.write(Some(class_loaded));
-    }
+    let _ = WATCHED.set((name, callback));
     Ok(())
 }

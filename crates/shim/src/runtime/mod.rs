@@ -3,7 +3,8 @@
 //! The C API both runtimes share is declared once (`objc.rs`); what differs lives in one
 //! module per runtime: `apple` (Apple's `libobjc.A.dylib` on macOS, and on Linux with the
 //! `apple-model` feature, against a preloaded model of Apple's semantics) and `gnu` (GCC's
-//! libobjc on Linux, a real runtime that is more forgiving than Apple's). The hook logic in
+//! libobjc on Linux, a real runtime that is more forgiving than Apple's, which the GNU build
+//! does not link: `lazy` looks its functions up when first called). The hook logic in
 //! [`crate::hook`] is plain Rust over the [`Runtime`] trait, so its all-or-nothing
 //! installation is also unit-tested against a fake runtime.
 //!
@@ -16,6 +17,8 @@ use std::ffi::{CStr, c_char, c_void};
 mod apple;
 #[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
 mod gnu;
+#[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
+mod lazy;
 mod objc;
 
 #[cfg(any(target_vendor = "apple", feature = "apple-model"))]
@@ -219,7 +222,7 @@ pub struct WatchUnavailable(pub &'static str);
 /// context where the runtime may be called (never under the runtime's lock), so the hook can
 /// be installed when Metal is loaded after the shim (Python importing MLX). Apple: just before
 /// the class's `+initialize` (`_objc_addWillInitializeClassFunc`), or at once if it was already
-/// initialized; GNU: when the class is loaded (`_objc_load_callback`). Calls may come from any
+/// initialized; GNU: when a module that defines it is loaded (`__objc_exec_class`). Calls may come from any
 /// thread, and more than once.
 ///
 /// # Errors

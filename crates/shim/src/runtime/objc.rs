@@ -3,10 +3,23 @@
 //! (replacing a method, reading an object's class, load notifications) lives in `apple.rs`
 //! and `gnu.rs`; both build on this file, never the other way round.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::CStr;
+#[cfg(any(target_vendor = "apple", feature = "apple-model"))]
+use std::ffi::{c_char, c_void};
 
 use super::{Class, Imp, Resolved, Sel, Types};
 
+// Linked on Apple's runtime (libobjc is in every macOS process). GCC's libobjc is not linked:
+// most Linux processes have no Objective-C at all, and loading it into each one is most of
+// what the library would cost them; the GNU module looks these up when first called.
+#[cfg(not(any(target_vendor = "apple", feature = "apple-model")))]
+use super::lazy::{
+    class_copyMethodList, class_getInstanceMethod, class_getName, class_getSuperclass,
+    method_getImplementation, method_getName, method_getTypeEncoding, objc_lookUpClass,
+    sel_isEqual, sel_registerName,
+};
+
+#[cfg(any(target_vendor = "apple", feature = "apple-model"))]
 #[link(name = "objc")]
 unsafe extern "C" {
     fn objc_lookUpClass(name: *const c_char) -> *mut c_void;
@@ -87,6 +100,7 @@ pub(super) fn own_method_named(class: Class, sel: Sel) -> bool {
 
 /// Whether `class` is named `name`, without allocating (called for every class the process
 /// initializes on Apple's runtime).
+#[cfg(any(target_vendor = "apple", feature = "apple-model"))]
 pub(super) fn class_name_is(class: Class, name: &CStr) -> bool {
     // SAFETY: `class` came from the runtime; class_getName returns its NUL-terminated name,
     // which lives as long as the class (objc4: takes no lock for a realized non-Swift class,

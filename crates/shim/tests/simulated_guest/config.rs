@@ -418,41 +418,49 @@ fn scope_process_removes_the_published_names_from_children() {
 }
 
 #[test]
-fn a_value_beyond_known_hardware_is_accepted_with_one_warning_line() {
+fn a_value_beyond_known_hardware_is_accepted_and_noted_on_the_hooked_line() {
     for build in Build::ALL {
-        let r = probe(
-            build,
-            &[],
-            &[
-                ("TART_METAL_APPLE_FAMILY_MAX", "1999"),
-                ("CAPSHIM_MAX_THREADGROUP_MEMORY", "0"),
-            ],
-        );
+        let beyond = [
+            ("TART_METAL_APPLE_FAMILY_MAX", "1999"),
+            ("CAPSHIM_MAX_THREADGROUP_MEMORY", "0"),
+        ];
+        let r = probe(build, &[], &beyond);
         // The published range still works: every Apple family through 1999 is answered.
         assert!(r.family(PARAVIRTUAL, 1010), "{build:?}: {}", r.stderr);
         assert_eq!(r.get("AppleParavirtDevice.max_threadgroup_memory"), "32768");
+        // By default one line, when the class is hooked, with a note on each value.
+        let lines = r.capshim_lines();
+        assert_eq!(lines.len(), 1, "{build:?}: {}", r.stderr);
+        let notes: Vec<&str> = lines[0].split("; note: ").skip(1).collect();
+        assert_eq!(notes.len(), 2, "{}", lines[0]);
+        assert!(
+            notes[0].starts_with(
+                "TART_METAL_APPLE_FAMILY_MAX: 1999 is above MTLGPUFamilyApple10 (1010)"
+            ),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[1]
+                .starts_with("CAPSHIM_MAX_THREADGROUP_MEMORY: 0 bytes is below the 32768 bytes"),
+            "{}",
+            notes[1]
+        );
+        // With CAPSHIM_LOG=verbose the notes are also said at load, one line each.
+        let mut verbose = beyond.to_vec();
+        verbose.push(("CAPSHIM_LOG", "verbose"));
+        let r = probe(build, &[], &verbose);
         let warnings: Vec<&str> = r
             .capshim_lines()
             .into_iter()
             .filter(|l| l.starts_with("capshim: warning in probe (pid "))
             .collect();
         assert_eq!(warnings.len(), 2, "{build:?}: {}", r.stderr);
-        assert!(
-            warnings[0]
-                .contains("TART_METAL_APPLE_FAMILY_MAX: 1999 is above MTLGPUFamilyApple10 (1010)"),
-            "{}",
-            warnings[0]
-        );
-        assert!(
-            warnings[1]
-                .contains("CAPSHIM_MAX_THREADGROUP_MEMORY: 0 bytes is below the 32768 bytes"),
-            "{}",
-            warnings[1]
-        );
-        // Within known hardware, nothing is said beyond the usual lines.
+        assert!(warnings[0].contains("TART_METAL_APPLE_FAMILY_MAX: 1999"));
+        // Within known hardware, nothing is said beyond the usual line.
         let quiet = probe(build, &[], UNLOCKED);
         assert!(
-            !quiet.stderr.contains("warning"),
+            !quiet.stderr.contains("note") && !quiet.stderr.contains("warning"),
             "{build:?}: {}",
             quiet.stderr
         );

@@ -12,6 +12,8 @@
 //! - loading: Metal linked, dlopen()ed late, never loaded, or without the hook point; threads.
 //! - config: fail-closed configuration, the status file and query logging.
 //! - scope: `CAPSHIM_SCOPE=process`, `CAPSHIM_ONLY_PROCESS`, a framework Python's re-exec.
+//! - quiet: quiet by default; scope by behaviour, whatever copy of the environment a process got.
+//! - threads: the environment while others read it; fork() while the install lock is held.
 //! - model: the Apple-runtime model itself refuses what Apple's runtime refuses.
 #![cfg(target_os = "linux")]
 
@@ -20,4 +22,6 @@ mod config;
 mod harness;
 mod loading;
 mod model;
+mod quiet;
 mod scope;
+mod threads;

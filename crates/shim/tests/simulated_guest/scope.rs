@@ -128,7 +128,7 @@ fn under_scope_process_a_child_started_before_the_hook_stays_stock_and_quiet() {
             sh["reason"]
                 .as_str()
                 .unwrap()
-                .contains("CAPSHIM_SCOPE=process: started by pid"),
+                .contains("CAPSHIM_SCOPE=process: the shim belongs to pid"),
             "{sh}"
         );
     }
@@ -144,6 +144,9 @@ fn only_process_matches_the_executable_name() {
         env.push(("CAPSHIM_ONLY_PROCESS", "llama-bench"));
         let r = probe(build, &[], &env);
         assert!(!r.family(PARAVIRTUAL, 1009));
+        assert_eq!(r.capshim_lines(), Vec::<&str>::new(), "{build:?}: silent");
+        env.push(("CAPSHIM_LOG", "verbose"));
+        let r = probe(build, &[], &env);
         assert!(
             r.stderr.contains(
                 "CAPSHIM_ONLY_PROCESS=\"llama-bench\" does not match this process (probe)"
@@ -169,6 +172,7 @@ fn only_process_also_matches_the_name_a_symlink_started_it_as() {
         // A value that would break the one-line message is shown escaped.
         let mut env = UNLOCKED.to_vec();
         env.push(("CAPSHIM_ONLY_PROCESS", "probe\ncapshim: hooked X"));
+        env.push(("CAPSHIM_LOG", "verbose"));
         let r = probe(build, &[], &env);
         assert!(!r.family(PARAVIRTUAL, 1009));
         assert_eq!(r.capshim_lines().len(), 1, "{}", r.stderr);
