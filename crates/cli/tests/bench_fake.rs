@@ -903,7 +903,7 @@ fn a_bundle_of_another_schema_is_refused_or_shown_as_written_unverified() {
     let summary = read(&out.join("summary.json"));
     std::fs::write(
         out.join("summary.json"),
-        summary.replace("\"schema_version\": 5,", "\"schema_version\": 2,"),
+        summary.replace("\"schema_version\": 6,", "\"schema_version\": 2,"),
     )
     .unwrap();
     // Its own report, whatever this version would render.
@@ -921,7 +921,7 @@ fn a_bundle_of_another_schema_is_refused_or_shown_as_written_unverified() {
         ))
         .stderr(predicate::str::contains("written, it says, by capshim"))
         .stderr(predicate::str::contains(
-            "it derives bench bundles of schema_version 5",
+            "it derives bench bundles of schema_version 5, 6",
         ));
     let shown = capshim()
         .args(["report", "--as-written"])

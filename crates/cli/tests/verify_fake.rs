@@ -205,7 +205,7 @@ fn an_unlocked_arm_with_metal_kernels_is_equivalent_or_different_with_its_eviden
         .code(0);
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
     let v = summary(&out);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 6);
     assert_eq!(v["reference"], "stock");
     assert_eq!(v["result"], "equivalent");
     let arm = &v["arms"]["apple9-64k"];
@@ -720,13 +720,13 @@ fn a_relabelled_verify_bundle_is_refused_by_report_and_sign() {
     for (name, from, to, says) in [
         (
             "v2",
-            "\"schema_version\": 1,",
+            "\"schema_version\": 6,",
             "\"schema_version\": 2,",
             "environment.json: schema_version 2: this capshim never wrote a verify bundle",
         ),
         (
             "v99",
-            "\"schema_version\": 1,",
+            "\"schema_version\": 6,",
             "\"schema_version\": 99,",
             "environment.json: schema_version 99",
         ),

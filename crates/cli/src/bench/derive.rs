@@ -58,13 +58,18 @@ impl Derived {
     }
 }
 
-/// Derives every derived file of the bundle `dir` from its raw files and `manifest`.
+/// Derives every derived file of the bundle `dir`, of layout `schema` (5 or 6: the layouts
+/// whose derivation this capshim keeps, [`crate::bundle::schema::derivable`]), from its raw
+/// files and `manifest`. Schema 6 adds failed runs (`--keep-going`), which schema 5 bundles
+/// never hold, so one derivation serves both; a later addition to 6 that changes what a
+/// schema 5 bundle derives to goes behind `schema`.
 ///
 /// # Errors
 /// [`DeriveError`] when a raw file is unreadable or unusable, or the arms cannot be compared.
-pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Derived, DeriveError> {
+pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Derived, DeriveError> {
     let arms = load_arms(dir, manifest, None)?;
-    let summary = analyze(&arms)?;
+    let mut summary = analyze(&arms)?;
+    summary.schema_version = schema;
     let first_build = arms
         .iter()
         .flat_map(|a| a.runs.iter())

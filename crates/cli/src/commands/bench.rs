@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, sign, stopped};
+use super::UsageError;
+use super::experiment::ExperimentArgs;
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::arms;
 use crate::bench::plan::{Plan, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
-use crate::bundle;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, dylib, preflight};
 use crate::llama::{read_bench_file, tools};
@@ -185,15 +185,8 @@ pub struct BenchArgs {
     #[arg(long = "skip-preflight")]
     pub skip_preflight: bool,
 
-    /// Print summary.json instead of the Markdown report.
-    #[arg(long = "json")]
-    pub json: bool,
-
-    /// Sign the bundle when sealing it: SHA256SUMS.sig, an OpenSSH signature (ssh-keygen -Y
-    /// sign, namespace capshim-bundle) with this private key, or the public key (.pub) of a key
-    /// held by ssh-agent. Checked before the first run.
-    #[arg(long = "sign", value_name = "KEYFILE")]
-    pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
 
     /// Extra llama-bench arguments, after `--` (e.g. `-- -t 8 -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
@@ -211,11 +204,9 @@ fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Builds and checks the plan from the command line.
-fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
+fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
-    if let Some(key) = &args.sign {
-        bundle::sign::check_key(key)?;
-    }
+    args.experiment.check()?;
     let model = absolute(&args.model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
         Some(p) => absolute(
@@ -306,26 +297,27 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             rounds: args.rounds,
             dylib,
             allow_inactive: args.allow_inactive,
+            keep_going: args.experiment.keep_going,
             baseline,
             output: args.output,
         },
-        args.json,
-        args.sign,
+        args.experiment,
     ))
 }
 
 /// Runs `capshim bench`.
 pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json, key) = plan(args)?;
-    let outcome = match runner::run(&plan) {
+    let (plan, experiment) = plan(args)?;
+    let outcome = match experiment.finish(runner::run(&plan))? {
         Ok(outcome) => outcome,
-        Err(e) => return stopped(e.interrupted_by(), e),
+        Err(code) => return Ok(code),
     };
-    let report = if json {
-        &outcome.summary_json
-    } else {
-        &outcome.markdown
-    };
-    sign::present(&outcome.dir, key.as_deref(), report)?;
+    if !outcome.no_result.is_empty() {
+        crate::term::error(format!(
+            "no result for arm {}: every run of it failed (see the report); the bundle is sealed",
+            outcome.no_result.join(", ")
+        ));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }

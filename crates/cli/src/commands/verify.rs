@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, sign, stopped};
+use super::UsageError;
+use super::experiment::ExperimentArgs;
 use crate::arms;
 use crate::launch::{Os, dylib};
 use crate::llama::tools;
@@ -179,14 +180,8 @@ pub struct VerifyArgs {
     #[arg(long = "allow-inactive")]
     pub allow_inactive: bool,
 
-    /// Print summary.json instead of the Markdown report.
-    #[arg(long = "json")]
-    pub json: bool,
-
-    /// Sign the bundle when sealing it (SHA256SUMS.sig), as `capshim bench --sign` does: an
-    /// OpenSSH private key, or the public key (.pub) of a key held by ssh-agent.
-    #[arg(long = "sign", value_name = "KEYFILE")]
-    pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
 
     /// Extra arguments for llama-perplexity and llama-completion, after `--` (e.g. `-- -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_ARGS")]
@@ -208,11 +203,9 @@ fn existing_file(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> 
 }
 
 /// Builds and checks the plan from the command line.
-fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
+fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     plan::check_extra_args(&args.extra).map_err(usage)?;
-    if let Some(key) = &args.sign {
-        crate::bundle::sign::check_key(key)?;
-    }
+    args.experiment.check()?;
     let t = Thresholds {
         max_kld_mean: args.max_kld,
         max_kld_p99: args.max_kld_p99,
@@ -366,27 +359,29 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             extra: args.extra,
             dylib,
             allow_inactive: args.allow_inactive,
+            keep_going: args.experiment.keep_going,
             thresholds: t,
             output: args.output,
         },
-        args.json,
-        args.sign,
+        args.experiment,
     ))
 }
 
 /// Runs `capshim verify`.
 pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json, key) = plan(args)?;
-    let outcome = match runner::run(&plan) {
+    let (plan, experiment) = plan(args)?;
+    let outcome = match experiment.finish(runner::run(&plan))? {
         Ok(outcome) => outcome,
-        Err(e) => return stopped(e.interrupted_by(), e),
+        Err(code) => return Ok(code),
     };
-    let report = if json {
-        &outcome.summary_json
-    } else {
-        &outcome.markdown
-    };
-    sign::present(&outcome.dir, key.as_deref(), report)?;
+    if outcome.reference_failed {
+        crate::term::error(format!(
+            "the reference arm {} failed: nothing was compared (see the report); the bundle is \
+             sealed",
+            outcome.summary.reference
+        ));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::from(match outcome.summary.result {
         "different" => EXIT_DIFFERENT,
         "incomplete" => {

@@ -74,9 +74,12 @@ pub fn open(
         };
     }
     Ok(match header.kind {
-        Kind::Bench => Opened::Bench(bench::check::check(dir)?.0),
+        Kind::Bench => Opened::Bench(
+            bench::check::check(dir, header.schema_version.expect("a derivable layout"))?.0,
+        ),
         Kind::Verify => {
-            let (markdown, summary_json) = verify::check::check(dir)?;
+            let (markdown, summary_json) =
+                verify::check::check(dir, header.schema_version.expect("a derivable layout"))?;
             Opened::Verify {
                 markdown,
                 summary_json,
