@@ -1186,3 +1186,108 @@ fn a_non_ascii_model_name_is_shown_as_given_not_as_llama_bench_garbles_it() {
     assert!(read(&out.join("raw/stock-r1.json")).contains("mod\\ufffff"));
     assert_report_reproduces(&out, &stdout);
 }
+
+/// `--keep-going`: an arm whose llama-bench fails in every round is recorded as failed, the
+/// bundle is sealed and reported (the arm named as failed, no speedup), and bench exits 1
+/// because an arm has no result; without `--keep-going` the first failure stops the bench.
+#[test]
+fn keep_going_records_an_arm_that_fails_in_every_round() {
+    let s = setup();
+    let out = s.tmp.path().join("kept");
+    let run = s
+        .bench_rounds(&out, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "unlocked")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "recorded as failed, going on (--keep-going)",
+        ))
+        .stderr(predicate::str::contains("no result for arm apple9-64k"));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file() && !out.join("INCOMPLETE").exists());
+    let report = read(&out.join("report.md"));
+    assert_eq!(stdout, report);
+    assert!(
+        report.contains("arm apple9-64k failed in every round (round 1: exit status: 1"),
+        "{report}"
+    );
+    assert!(
+        report.contains("it has no figures and no speedup"),
+        "{report}"
+    );
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(env["schema_version"], 6);
+    let runs = env["bundle"]["arms"][1]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(
+        runs.iter().all(|r| r["failed"] == "exit status: 1"),
+        "{runs:?}"
+    );
+    assert!(env["bundle"]["arms"][0]["runs"][0].get("failed").is_none());
+    let failed: Vec<_> = env["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["failed"].is_string())
+        .collect();
+    assert_eq!(failed.len(), 3);
+    // The sealed bundle passes report, derived again.
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(report.clone());
+    // Without --keep-going the first failure stops it, as before.
+    let stopped = s.tmp.path().join("stopped");
+    s.bench_rounds(&stopped, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "unlocked")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-bench failed in arm apple9-64k round",
+        ));
+    assert!(stopped.join("INCOMPLETE").is_file() && !stopped.join("SHA256SUMS").exists());
+}
+
+/// `--keep-going` with a reference (stock) arm that fails in every round: no speedup is
+/// computed, the report says so and names the arms that ran, and bench exits 0 (every other
+/// arm has results).
+#[test]
+fn keep_going_with_a_failed_reference_reports_no_speedup() {
+    let s = setup();
+    let out = s.tmp.path().join("no-reference");
+    let run = s
+        .bench_rounds(&out, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "stock")
+        .arg("--keep-going")
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(
+        stdout.contains("the reference arm stock failed in every round (round 1: exit status: 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("no speedup is computed; the arms that ran: apple9-64k"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    for row in summary["rows"].as_array().unwrap() {
+        for (_, arm) in row["arms"].as_object().unwrap() {
+            assert!(arm["speedup"].is_null(), "{arm}");
+        }
+    }
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
+}

@@ -25,7 +25,8 @@ use predicates::prelude::*;
 ///   one fails in arms with the shim when `FAKE_KERNEL_FAIL=1`.
 ///
 /// Every tool in an arm with the shim writes the shim's `hooked` status event when
-/// `FAKE_HOOK=1`.
+/// `FAKE_HOOK=1`; every tool fails (exit 1) in arms with the shim when `FAKE_FAIL_SHIM=1`, in
+/// arms without when `FAKE_FAIL_SHIM=0`.
 fn fake_tools(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -40,6 +41,9 @@ if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then
   fi
 else
   shim=0
+fi
+if [ -n "$FAKE_FAIL_SHIM" ] && [ "$shim" = "$FAKE_FAIL_SHIM" ]; then
+  echo "error: failed to load the model (shim=$shim)" >&2; exit 1
 fi
 "#;
     let perplexity = r#"#!/bin/sh
@@ -180,6 +184,7 @@ impl Setup {
             "FAKE_PPL",
             "FAKE_GREEDY",
             "FAKE_COMPLETION",
+            "FAKE_FAIL_SHIM",
         ] {
             cmd.env_remove(var);
         }
@@ -781,4 +786,91 @@ fn a_relabelled_verify_bundle_is_refused_by_report_and_sign() {
     std::fs::write(base.join("report.md"), &forged_report).unwrap();
     common::reseal(&base);
     assert_report_refuses(&base, "report.md does not match the raw data");
+}
+
+/// `--keep-going`: an arm whose every tool fails is recorded as failed (verdict `not run`,
+/// naming each failed step), the bundle is sealed and passes `report`, and verify exits 1
+/// (not every arm was compared).
+#[test]
+fn keep_going_records_an_arm_whose_tools_fail() {
+    let s = setup();
+    let out = s.tmp.path().join("kept");
+    let run = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "1")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "recorded as failed, going on (--keep-going)",
+        ));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file() && !out.join("INCOMPLETE").exists());
+    assert_eq!(stdout, read(&out.join("report.md")));
+    let v = summary(&out);
+    assert_eq!(v["schema_version"], 6);
+    assert_eq!(v["result"], "incomplete");
+    let arm = &v["arms"]["apple9-64k"];
+    assert_eq!(arm["verdict"], "not run", "{arm}");
+    let evidence = arm["evidence"].to_string();
+    assert!(
+        evidence.contains("its llama-perplexity failed (exit status: 1)")
+            && evidence.contains("its llama-completion failed (exit status: 1)"),
+        "{evidence}"
+    );
+    assert_eq!(v["arms"]["stock"]["verdict"], "reference");
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
+    // Without --keep-going the first failure stops it, as before.
+    let stopped = s.tmp.path().join("stopped");
+    s.verify(&stopped)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "1")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-perplexity failed in arm apple9-64k",
+        ));
+    assert!(stopped.join("INCOMPLETE").is_file());
+}
+
+/// `--keep-going` with a reference arm that fails: nothing can be compared, no other arm runs,
+/// the report says so, the bundle is sealed, and verify exits 1.
+#[test]
+fn keep_going_with_a_failed_reference_compares_nothing_and_exits_1() {
+    let s = setup();
+    let out = s.tmp.path().join("no-reference");
+    let run = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "0")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the reference arm stock failed: nothing was compared",
+        ));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file());
+    assert!(
+        stdout.contains(
+            "the reference arm stock failed (its llama-perplexity failed (exit status: 1)"
+        ),
+        "{stdout}"
+    );
+    let v = summary(&out);
+    assert_eq!(v["result"], "incomplete");
+    assert!(v["arms"].get("apple9-64k").is_none(), "{}", v["arms"]);
+    assert!(!out.join("raw/apple9-64k-perplexity.stdout").exists());
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
 }

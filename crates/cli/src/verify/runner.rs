@@ -202,8 +202,26 @@ fn run_in(
             // test-backend-ops exits 1 when a test failed: a result, read below.
             let result_exit = finished.status.success()
                 || (step == Step::Kernels && finished.status.code() == Some(1));
-            if !result_exit {
-                let reason = finished.status.to_string();
+            let mut result = None;
+            if result_exit {
+                let marm = manifest.arms.last_mut().expect("pushed above");
+                marm.steps.push(files.clone());
+                let marm = manifest.arms.last().expect("pushed above");
+                match read_step(&dir, &manifest, marm, &files) {
+                    Ok(r) => result = Some(r),
+                    // An exit status of 1 and no result: test-backend-ops failed.
+                    Err(_) if !finished.status.success() => {
+                        manifest.arms.last_mut().expect("pushed above").steps.pop();
+                    }
+                    Err(e) => return Err(ExperimentError::derive(e)),
+                }
+            }
+            let Some(result) = result else {
+                let reason = if result_exit {
+                    format!("{}, and its output gives no result", finished.status)
+                } else {
+                    finished.status.to_string()
+                };
                 cx.failed(Failure {
                     tool: step.tool(),
                     arm: arm.name.clone(),
@@ -221,13 +239,10 @@ fn run_in(
                     ..files
                 });
                 continue;
-            }
+            };
             records.push(record);
-            let marm = manifest.arms.last_mut().expect("pushed above");
-            marm.steps.push(files.clone());
+            let result: StepResult = result;
             let marm = manifest.arms.last().expect("pushed above");
-            let result: StepResult =
-                read_step(&dir, &manifest, marm, &files).map_err(ExperimentError::derive)?;
             cx.progress.finish();
             if let Some(why) = result.inactive(step).filter(|_| !plan.allow_inactive) {
                 if is_reference {

@@ -412,7 +412,13 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let arms = arm_inputs(args, &bundles, files)?;
-    let summary = analyze(&arms)?;
+    let mut summary = analyze(&arms)?;
+    // As the bundle's own derivation says it: its runs --keep-going recorded as failed.
+    for (_, manifest) in &bundles {
+        summary
+            .warnings
+            .extend(crate::bench::derive::failed_runs(manifest));
+    }
     let exporter: Box<dyn Exporter> = if args.json {
         Box::new(Json)
     } else if args.csv {
