@@ -75,7 +75,9 @@ signal while the model is hashed stops that too, the same way.
 Exit codes:
   0    the bundle was written
   1    error (llama-bench failed, the shim did not activate, bad input, bundle exists, a file
-       changed during the runs, signing failed: the bundle is then sealed, unsigned)
+       changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
+       is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
+       has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a bad or duplicate arm label, an unknown profile
        name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
