@@ -8,7 +8,7 @@ use super::environment::{Round, RunRecord};
 use super::plan::{ArmPlan, Plan};
 use crate::experiment::error::NotActivated;
 use crate::experiment::record::Process;
-use crate::experiment::tool::{Failure, ToolRun};
+use crate::experiment::tool::{Failure, ToolRun, what_to_check};
 use crate::experiment::{Context, ExperimentError, io};
 use crate::launch::status::StatusEvent;
 use crate::llama::{Activation, read_bench_file};
@@ -79,14 +79,7 @@ pub fn run_one(
                 status_file: path.clone(),
                 stderr_file: stderr_path,
                 said,
-                check: activation.what_to_check(
-                    crate::launch::Os::current().injection_var(),
-                    &plan
-                        .dylib
-                        .as_deref()
-                        .map(|d| d.display().to_string())
-                        .unwrap_or_default(),
-                ),
+                check: what_to_check(&activation, plan.dylib.as_deref()),
             })));
         }
     }

@@ -8,6 +8,7 @@ use super::Context;
 use super::error::{ExperimentError, ToolFailed, io};
 use crate::launch::child::{self, ChildError, Finished};
 use crate::launch::environment::EnvChange;
+use crate::llama::Activation;
 
 /// One process to run.
 pub struct ToolRun<'a> {
@@ -108,4 +109,13 @@ pub fn stderr_tail(path: &Path) -> String {
     } else {
         tail.join("\n  ")
     }
+}
+
+/// What to check when the shim did not activate in a run that injected `dylib`
+/// ([`Activation::what_to_check`], for this platform's injection variable).
+pub fn what_to_check(activation: &Activation, dylib: Option<&Path>) -> String {
+    activation.what_to_check(
+        crate::launch::Os::current().injection_var(),
+        &dylib.map(|d| d.display().to_string()).unwrap_or_default(),
+    )
 }

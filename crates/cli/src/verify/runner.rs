@@ -13,7 +13,7 @@ use super::record::{StepAt, StepRecord};
 use super::seal::{Outcome, Prepared, seal, write_sidecar};
 use crate::bundle::RAW_DIR;
 use crate::experiment::record::Process;
-use crate::experiment::tool::{Failure, ToolRun};
+use crate::experiment::tool::{Failure, ToolRun, what_to_check};
 use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io};
 
 /// How verify speaks of itself.
@@ -252,16 +252,7 @@ fn run_in(
                         check: result
                             .activation
                             .as_ref()
-                            .map(|a| {
-                                a.what_to_check(
-                                    crate::launch::Os::current().injection_var(),
-                                    &plan
-                                        .dylib
-                                        .as_deref()
-                                        .map(|d| d.display().to_string())
-                                        .unwrap_or_default(),
-                                )
-                            })
+                            .map(|a| what_to_check(a, plan.dylib.as_deref()))
                             .unwrap_or_default(),
                     });
                 }
