@@ -874,3 +874,57 @@ fn keep_going_with_a_failed_reference_compares_nothing_and_exits_1() {
         .success()
         .stdout(stdout);
 }
+
+/// A closed or full stderr does not stop verify (issue 15, item 3): it seals its bundle, which
+/// report accepts, and exits as it would have.
+#[test]
+fn a_closed_or_full_stderr_does_not_stop_verify() {
+    let s = setup();
+    for (name, stderr) in [
+        (
+            "full",
+            std::process::Stdio::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            ),
+        ),
+        ("closed", {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            std::process::Stdio::from(writer)
+        }),
+    ] {
+        let out = s.tmp.path().join(name);
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy().into_owned();
+            if var.starts_with("CAPSHIM_")
+                || var.starts_with("LUME_METAL_")
+                || var.starts_with("FAKE_")
+            {
+                cmd.env_remove(var);
+            }
+        }
+        let status = cmd
+            .current_dir(s.tmp.path())
+            .arg("verify")
+            .arg("-m")
+            .arg(&s.model)
+            .arg("--dylib")
+            .arg(&s.shim)
+            .arg("--llama-dir")
+            .arg(&s.bin)
+            .arg("-o")
+            .arg(&out)
+            .env("FAKE_HOOK", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{name}");
+        assert!(out.join("SHA256SUMS").is_file(), "{name}");
+        capshim().arg("report").arg(&out).assert().success();
+    }
+}

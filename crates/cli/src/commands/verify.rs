@@ -325,11 +325,11 @@ pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                     .filter(|a| a.verdict == crate::verify::summary::Verdict::NotRun)
                     .map(|a| a.name.as_str())
                     .collect();
-                eprintln!(
+                crate::term::line(format!(
                     "capshim: error: not every arm was compared ({} not run: see the report); \
                      pass --allow-inactive to compare an arm whose shim did not activate",
                     not_run.join(", ")
-                );
+                ));
                 1
             }
             _ => 0,

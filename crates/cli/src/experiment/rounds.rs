@@ -62,7 +62,7 @@ pub fn run_rounds(
         let message = format!("arm {}, round {}/{rounds}", arms[slot.arm], slot.round);
         bar.set_message(message.clone());
         if bar.is_hidden() {
-            eprintln!("capshim: {}: {message}", cx.words.command);
+            crate::term::line(format!("capshim: {}: {message}", cx.words.command));
         }
         one(cx, slot).inspect_err(|_| bar.finish_and_clear())?;
         bar.inc(1);

@@ -182,11 +182,11 @@ fn run_in(
                 ),
             };
             let label = format!("arm {}: {} ({})", arm.name, step.tool(), files.stdout);
-            eprintln!(
+            crate::term::line(format!(
                 "capshim: verify: {label} [{}/{}]",
                 cx.progress.finished.len() + 1,
                 cx.progress.total
-            );
+            ));
             cx.progress.start(label.clone());
             let (stdout, stderr) = (dir.join(&files.stdout), dir.join(&files.stderr));
             let run = ToolRun {
@@ -256,10 +256,10 @@ fn run_in(
                             .unwrap_or_default(),
                     });
                 }
-                eprintln!(
+                crate::term::line(format!(
                     "capshim: verify: arm {} is not run further: {why}",
                     arm.name
-                );
+                ));
                 cx.progress.total -= (steps.len() - marm.steps.len()) as u64;
                 break;
             }

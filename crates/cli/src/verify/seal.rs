@@ -236,12 +236,12 @@ pub fn write_sidecar(
         .map_err(io("cannot create (it is never overwritten)", &to))?;
     file.write_all(json.as_bytes())
         .map_err(io("cannot write", &to))?;
-    eprintln!(
+    crate::term::line(format!(
         "capshim: verify: saved the base {} ({} bytes) and its description {}",
         path.display(),
         base.bytes,
         to.display()
-    );
+    ));
     Ok(BaseRecord {
         path: path.display().to_string(),
         bytes: base.bytes,

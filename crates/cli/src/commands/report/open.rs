@@ -58,11 +58,11 @@ pub fn open(
             let said = sign::verify(dir, s.file, s.identity)?;
             crate::term::note(format!("{}: {said}", dir.display()));
         }
-        None if dir.join(SIG_FILE).is_file() => eprintln!(
+        None if dir.join(SIG_FILE).is_file() => crate::term::line(format!(
             "capshim: note: {} is signed ({SIG_FILE}); give --allowed-signers FILE --identity ID \
              to check who signed it",
             dir.display()
-        ),
+        )),
         None => {}
     }
     let header = schema::read_header(dir)?;
