@@ -1339,3 +1339,23 @@ fn a_closed_or_full_stderr_does_not_stop_the_bench() {
         capshim().arg("report").arg(&out).assert().success();
     }
 }
+
+/// A llama-bench run that exits 0 with its JSON cut short is a failed run with that reason
+/// (issue 15, item 6): it stops the bench, or with --keep-going is recorded as failed.
+#[test]
+fn truncated_llama_bench_output_is_a_failed_run() {
+    let s = setup();
+    let out = s.tmp.path().join("cut");
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_TRUNCATE", "1")
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::is_match(
+                "llama-bench failed in arm (stock|apple9-64k) round 1 \\(its output lacks llama-bench's closing `]`",
+            )
+            .unwrap(),
+        );
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+}

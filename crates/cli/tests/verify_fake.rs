@@ -20,7 +20,10 @@ use predicates::prelude::*;
 ///   perplexity. `FAKE_PPL=crash` kills it with SIGSEGV, `garbage` prints nothing it would,
 ///   `short` logs the too-short text error and exits 0, `hang` (with `FAKE_HANG=PATH`) writes
 ///   its pid to PATH and waits for a signal.
-/// - llama-completion: prints a fixed text, another from `FAKE_GREEDY` in arms with the shim.
+/// - llama-completion: prints a fixed text, another from `FAKE_GREEDY` in arms with the shim,
+///   and llama.cpp's closing `common_perf_print` lines for the `-n` tokens asked;
+///   `FAKE_COMPLETION=truncated` leaves the closing lines out, `short` reports 5 tokens,
+///   `crash` kills it with SIGSEGV.
 /// - test-backend-ops: a build without Metal unless `FAKE_METAL=1`; then every op passes, but
 ///   one fails in arms with the shim when `FAKE_KERNEL_FAIL=1`.
 ///
@@ -100,8 +103,18 @@ EOF
     .replace("HOOK", hook);
     let completion = r#"#!/bin/sh
 HOOK
+n=128
+while [ $# -gt 0 ]; do
+  case "$1" in -n) n=$2; shift ;; esac
+  shift
+done
 if [ "$FAKE_COMPLETION" = crash ]; then kill -SEGV $$; fi
 if [ $shim = 1 ] && [ -n "$FAKE_GREEDY" ]; then printf '%s' "$FAKE_GREEDY"; else printf 'the same words every time'; fi
+[ "$FAKE_COMPLETION" = truncated ] && exit 0
+[ "$FAKE_COMPLETION" = short ] && n=5
+echo "common_perf_print:    samplers time =       1.00 ms /   $((10 + n)) tokens" >&2
+echo "common_perf_print: prompt eval time =       1.00 ms /    10 tokens (    0.10 ms per token)" >&2
+echo "common_perf_print:       total time =       2.00 ms /   $((10 + n)) tokens" >&2
 "#
     .replace("HOOK", hook);
     let backend_ops = r#"#!/bin/sh
@@ -927,4 +940,47 @@ fn a_closed_or_full_stderr_does_not_stop_verify() {
         assert!(out.join("SHA256SUMS").is_file(), "{name}");
         capshim().arg("report").arg(&out).assert().success();
     }
+}
+
+/// A llama-completion or llama-perplexity run that exits 0 with its output cut short (no
+/// closing lines, or fewer tokens than asked) is a failed run with that reason (issue 15, item
+/// 6), never a result: it stops verify, or with --keep-going is recorded as failed.
+#[test]
+fn truncated_tool_output_is_a_failed_run() {
+    let s = setup();
+    for (mode, says) in [
+        (
+            "truncated",
+            "llama-completion failed in arm stock (its output lacks llama.cpp's closing lines",
+        ),
+        (
+            "short",
+            "llama-completion failed in arm stock (it generated 5 of the 128 tokens asked (-n 128)",
+        ),
+    ] {
+        let out = s.tmp.path().join(mode);
+        s.verify(&out)
+            .env("FAKE_COMPLETION", mode)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says));
+        assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    }
+    let out = s.tmp.path().join("kept");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_COMPLETION", "truncated")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("recorded as failed"));
+    let v = summary(&out);
+    assert_eq!(v["result"], "incomplete");
+    assert!(
+        v["arms"]["stock"]["evidence"]
+            .to_string()
+            .contains("its llama-completion failed (its output lacks llama.cpp's closing lines"),
+        "{}",
+        v["arms"]["stock"]
+    );
 }

@@ -11,7 +11,7 @@ use crate::experiment::record::Process;
 use crate::experiment::tool::{Failure, ToolRun, what_to_check};
 use crate::experiment::{Context, ExperimentError, io};
 use crate::launch::status::StatusEvent;
-use crate::llama::{Activation, read_bench_file};
+use crate::llama::{Activation, closing, read_bench_file};
 
 /// Runs llama-bench once for `arm` in `round`: its JSON, its stderr and the shim's status
 /// file (unlocked arms) go to the three paths of `files`, relative to the bundle directory
@@ -51,8 +51,21 @@ pub fn run_one(
     let finished = cx.run_tool(&run)?;
     let mut record = Process::new(&arm.name, Round { round }, run.argv(), env, &finished);
     let what = format!("arm {} round {round}", arm.name);
-    if !finished.status.success() {
-        let reason = finished.status.to_string();
+    // A run fails when llama-bench exits non-zero or is killed, or when its output is cut
+    // short (exit status 0 alone does not say it ran to its end: llama::closing).
+    let failed = if finished.status.success() {
+        let json = std::fs::read_to_string(&json_path).unwrap_or_default();
+        closing::bench_json(&json)
+            .and_then(|()| {
+                read_bench_file(&json_path)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
+            .err()
+    } else {
+        Some(finished.status.to_string())
+    };
+    if let Some(reason) = failed {
         cx.failed(Failure {
             tool: "llama-bench",
             arm: arm.name.clone(),
@@ -63,7 +76,6 @@ pub fn run_one(
         record.failed = Some(reason.clone());
         return Ok((record, Some(reason)));
     }
-    read_bench_file(&json_path)?;
     if let (Some(_), Some(path)) = (&arm.profile, &status_path) {
         let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         let events = StatusEvent::read_file(path)?;

@@ -15,6 +15,7 @@ use crate::bundle::RAW_DIR;
 use crate::experiment::record::Process;
 use crate::experiment::tool::{Failure, ToolRun, what_to_check};
 use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io};
+use crate::llama::closing;
 
 /// How verify speaks of itself.
 pub const WORDS: Words = Words {
@@ -202,43 +203,47 @@ fn run_in(
             // test-backend-ops exits 1 when a test failed: a result, read below.
             let result_exit = finished.status.success()
                 || (step == Step::Kernels && finished.status.code() == Some(1));
-            let mut result = None;
+            // A step fails when its tool exits non-zero (test-backend-ops' 1 with a result
+            // aside) or is killed, when its output gives no result, or when it is cut short
+            // (exit status 0 alone does not say it ran to its end: llama::closing).
+            let mut outcome = Err(finished.status.to_string());
             if result_exit {
                 let marm = manifest.arms.last_mut().expect("pushed above");
                 marm.steps.push(files.clone());
                 let marm = manifest.arms.last().expect("pushed above");
-                match read_step(&dir, &manifest, marm, &files) {
-                    Ok(r) => result = Some(r),
-                    // An exit status of 1 and no result: test-backend-ops failed.
-                    Err(_) if !finished.status.success() => {
-                        manifest.arms.last_mut().expect("pushed above").steps.pop();
-                    }
-                    Err(e) => return Err(ExperimentError::derive(e)),
+                outcome = match read_step(&dir, &manifest, marm, &files) {
+                    Ok(r) => complete(plan, step, is_reference, &stdout, &stderr).map(|()| r),
+                    Err(_) if !finished.status.success() => Err(format!(
+                        "{}, and its output gives no result",
+                        finished.status
+                    )),
+                    Err(e) => Err(e.to_string()),
+                };
+                if outcome.is_err() {
+                    manifest.arms.last_mut().expect("pushed above").steps.pop();
                 }
             }
-            let Some(result) = result else {
-                let reason = if result_exit {
-                    format!("{}, and its output gives no result", finished.status)
-                } else {
-                    finished.status.to_string()
-                };
-                cx.failed(Failure {
-                    tool: step.tool(),
-                    arm: arm.name.clone(),
-                    what: format!("arm {}", arm.name),
-                    reason: reason.clone(),
-                    stderr,
-                })?;
-                // --keep-going: the step is recorded as failed; a failed reference leaves
-                // nothing to compare with, so no other arm runs.
-                record.failed = Some(reason.clone());
-                records.push(record);
-                let marm = manifest.arms.last_mut().expect("pushed above");
-                marm.steps.push(StepFiles {
-                    failed: Some(reason),
-                    ..files
-                });
-                continue;
+            let result = match outcome {
+                Ok(result) => result,
+                Err(reason) => {
+                    cx.failed(Failure {
+                        tool: step.tool(),
+                        arm: arm.name.clone(),
+                        what: format!("arm {}", arm.name),
+                        reason: reason.clone(),
+                        stderr,
+                    })?;
+                    // --keep-going: the step is recorded as failed; a failed reference leaves
+                    // nothing to compare with, so no other arm runs.
+                    record.failed = Some(reason.clone());
+                    records.push(record);
+                    let marm = manifest.arms.last_mut().expect("pushed above");
+                    marm.steps.push(StepFiles {
+                        failed: Some(reason),
+                        ..files
+                    });
+                    continue;
+                }
             };
             records.push(record);
             let result: StepResult = result;
@@ -288,4 +293,26 @@ fn run_in(
     cx.check_signals()?;
     drop(work);
     seal(plan, prepared, &dir, cx.started, &manifest, &records)
+}
+
+/// Whether a step's tool ran to its end, from its closing lines ([`closing`]): the reason
+/// when it did not.
+fn complete(
+    plan: &Plan,
+    step: Step,
+    is_reference: bool,
+    stdout: &Path,
+    stderr: &Path,
+) -> Result<(), String> {
+    let read = |path: &Path| {
+        std::fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    match step {
+        // The reference arm saves the base; every other perplexity run compares with it.
+        Step::Perplexity => closing::perplexity(!is_reference, &read(stdout), &read(stderr)),
+        Step::Greedy => closing::completion(plan.greedy.n_predict, &read(stdout), &read(stderr)),
+        Step::Kernels => Ok(()),
+    }
 }

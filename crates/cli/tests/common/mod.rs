@@ -243,6 +243,7 @@ pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
 /// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail;
 /// `FAKE_FAIL_ARM=stock` (or `unlocked`) only in runs without (or with) the shim variables.
 /// `FAKE_TOUCH=PATH` appends a line to PATH in each run (a model changing under the bench).
+/// `FAKE_TRUNCATE=1` stops after the first result, exit 0, its JSON array left open.
 /// `FAKE_GARBLE=1` writes the model file name as llama-bench does for `modèle.gguf` (its JSON
 /// escapes each byte above 0x7f as a truncated `\uffff` and a stray `f`).
 /// With `FAKE_HANG=PATH`, the first run finishes and every later one prints a truncated `[`,
@@ -307,6 +308,7 @@ row() {
 echo "["
 row "$p" 0 10
 echo ","
+[ "$FAKE_TRUNCATE" = 1 ] && exit 0
 row 0 "$n" 1
 echo "]"
 "#
