@@ -23,6 +23,9 @@ pub mod rounds;
 pub mod seal;
 pub mod tool;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 
 pub use error::{ExperimentError, io};
