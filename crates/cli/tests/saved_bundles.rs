@@ -42,6 +42,22 @@ fn every_saved_bundle_is_derived_again_byte_for_byte() {
                 .code(0)
                 .stdout(read(&dir.join("summary.json")));
         } else {
+            // Shown as its own layout derives it: its summary's number, not this capshim's.
+            let json = capshim()
+                .args(["report", "--json"])
+                .arg(&dir)
+                .assert()
+                .code(0);
+            let shown: serde_json::Value =
+                serde_json::from_slice(&json.get_output().stdout).unwrap();
+            let own: serde_json::Value =
+                serde_json::from_str(&read(&dir.join("summary.json"))).unwrap();
+            assert_eq!(
+                shown["schema_version"],
+                own["schema_version"],
+                "{}",
+                dir.display()
+            );
             for (flag, file) in [("--csv", "results.csv"), ("--svg", "chart.svg")] {
                 capshim()
                     .args(["report", flag])

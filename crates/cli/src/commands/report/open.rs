@@ -22,8 +22,9 @@ pub struct Signers<'a> {
 
 /// A bundle that passed every check this capshim can make.
 pub enum Opened {
-    /// A bench bundle of this capshim's layout: its manifest (its derived files match).
-    Bench(Manifest),
+    /// A bench bundle of a layout this capshim derives: its manifest (its derived files
+    /// match) and its layout.
+    Bench(Manifest, u32),
     /// A verify bundle of this capshim's layout: its `report.md` and `summary.json`.
     Verify {
         /// `report.md`.
@@ -74,9 +75,10 @@ pub fn open(
         };
     }
     Ok(match header.kind {
-        Kind::Bench => Opened::Bench(
-            bench::check::check(dir, header.schema_version.expect("a derivable layout"))?.0,
-        ),
+        Kind::Bench => {
+            let schema = header.schema_version.expect("a derivable layout");
+            Opened::Bench(bench::check::check(dir, schema)?.0, schema)
+        }
         Kind::Verify => {
             let (markdown, summary_json) =
                 verify::check::check(dir, header.schema_version.expect("a derivable layout"))?;
