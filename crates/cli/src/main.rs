@@ -11,6 +11,7 @@ mod deploy;
 mod device;
 mod docgen;
 mod doctor;
+mod experiment;
 mod explain;
 mod export;
 mod format;

@@ -68,6 +68,14 @@ pub fn message(level: Level, text: impl Display) {
     let _ = stderr.flush();
 }
 
+/// A plain line on stderr (progress: `capshim: bench: …`). As for [`message`], errors writing
+/// it are ignored: a closed or full stderr must not stop the work it reports on.
+pub fn line(text: impl Display) {
+    let mut stderr = anstream::stderr().lock();
+    let _ = writeln!(stderr, "{text}");
+    let _ = stderr.flush();
+}
+
 /// `capshim: error: text` on stderr.
 pub fn error(text: impl Display) {
     message(Level::Error, text);

@@ -903,7 +903,7 @@ fn a_bundle_of_another_schema_is_refused_or_shown_as_written_unverified() {
     let summary = read(&out.join("summary.json"));
     std::fs::write(
         out.join("summary.json"),
-        summary.replace("\"schema_version\": 5,", "\"schema_version\": 2,"),
+        summary.replace("\"schema_version\": 6,", "\"schema_version\": 2,"),
     )
     .unwrap();
     // Its own report, whatever this version would render.
@@ -921,7 +921,7 @@ fn a_bundle_of_another_schema_is_refused_or_shown_as_written_unverified() {
         ))
         .stderr(predicate::str::contains("written, it says, by capshim"))
         .stderr(predicate::str::contains(
-            "it derives bench bundles of schema_version 5",
+            "it derives bench bundles of schema_version 5, 6",
         ));
     let shown = capshim()
         .args(["report", "--as-written"])
@@ -1225,4 +1225,177 @@ fn every_arm_keeps_the_users_other_preloads_and_drops_a_renamed_shim() {
             format!("unlocked inject={}:{}", other.display(), shim.display()),
         ]
     );
+}
+
+/// `--keep-going`: an arm whose llama-bench fails in every round is recorded as failed, the
+/// bundle is sealed and reported (the arm named as failed, no speedup), and bench exits 1
+/// because an arm has no result; without `--keep-going` the first failure stops the bench.
+#[test]
+fn keep_going_records_an_arm_that_fails_in_every_round() {
+    let s = setup();
+    let out = s.tmp.path().join("kept");
+    let run = s
+        .bench_rounds(&out, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "unlocked")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "recorded as failed, going on (--keep-going)",
+        ))
+        .stderr(predicate::str::contains("no result for arm apple9-64k"));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file() && !out.join("INCOMPLETE").exists());
+    let report = read(&out.join("report.md"));
+    assert_eq!(stdout, report);
+    assert!(
+        report.contains("arm apple9-64k failed in every round (round 1: exit status: 1"),
+        "{report}"
+    );
+    assert!(
+        report.contains("it has no figures and no speedup"),
+        "{report}"
+    );
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(env["schema_version"], 6);
+    let runs = env["bundle"]["arms"][1]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(
+        runs.iter().all(|r| r["failed"] == "exit status: 1"),
+        "{runs:?}"
+    );
+    assert!(env["bundle"]["arms"][0]["runs"][0].get("failed").is_none());
+    let failed: Vec<_> = env["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["failed"].is_string())
+        .collect();
+    assert_eq!(failed.len(), 3);
+    // The sealed bundle passes report, derived again.
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(report.clone());
+    // Without --keep-going the first failure stops it, as before.
+    let stopped = s.tmp.path().join("stopped");
+    s.bench_rounds(&stopped, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "unlocked")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-bench failed in arm apple9-64k round",
+        ));
+    assert!(stopped.join("INCOMPLETE").is_file() && !stopped.join("SHA256SUMS").exists());
+}
+
+/// `--keep-going` with a reference (stock) arm that fails in every round: no speedup is
+/// computed, the report says so and names the arms that ran, and bench exits 0 (every other
+/// arm has results).
+#[test]
+fn keep_going_with_a_failed_reference_reports_no_speedup() {
+    let s = setup();
+    let out = s.tmp.path().join("no-reference");
+    let run = s
+        .bench_rounds(&out, &s.shim, 3)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_ARM", "stock")
+        .arg("--keep-going")
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(
+        stdout.contains("the reference arm stock failed in every round (round 1: exit status: 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("no speedup is computed; the arms that ran: apple9-64k"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    for row in summary["rows"].as_array().unwrap() {
+        for (_, arm) in row["arms"].as_object().unwrap() {
+            assert!(arm["speedup"].is_null(), "{arm}");
+        }
+    }
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
+}
+
+/// A closed or full stderr does not stop a bench (issue 15, item 3): progress and notes are
+/// auxiliary, so the run goes on, seals its bundle (which report accepts) and exits 0.
+#[test]
+fn a_closed_or_full_stderr_does_not_stop_the_bench() {
+    let s = setup();
+    for (name, stderr) in [
+        (
+            "full",
+            std::process::Stdio::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            ),
+        ),
+        ("closed", {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            std::process::Stdio::from(writer)
+        }),
+    ] {
+        let out = s.tmp.path().join(name);
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy().into_owned();
+            if var.starts_with("CAPSHIM_") || var.starts_with("LUME_METAL_") {
+                cmd.env_remove(var);
+            }
+        }
+        let status = cmd
+            .current_dir(s.tmp.path())
+            .arg("bench")
+            .arg("-m")
+            .arg(&s.model)
+            .arg("--llama-bench")
+            .arg(&s.llama)
+            .args(["--profile", "again=stock", "-r", "1", "--rounds", "2", "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{name}");
+        assert!(out.join("SHA256SUMS").is_file(), "{name}");
+        capshim().arg("report").arg(&out).assert().success();
+    }
+}
+
+/// A llama-bench run that exits 0 with its JSON cut short is a failed run with that reason
+/// (issue 15, item 6): it stops the bench, or with --keep-going is recorded as failed.
+#[test]
+fn truncated_llama_bench_output_is_a_failed_run() {
+    let s = setup();
+    let out = s.tmp.path().join("cut");
+    s.bench(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_TRUNCATE", "1")
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::is_match(
+                "llama-bench failed in arm (stock|apple9-64k) round 1 \\(its output lacks llama-bench's closing `]`",
+            )
+            .unwrap(),
+        );
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
 }

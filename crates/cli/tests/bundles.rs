@@ -336,7 +336,7 @@ fn a_key_held_by_ssh_agent_signs_from_its_public_key() {
         .env("SSH_AUTH_SOCK", &socket)
         .assert()
         .try_success();
-    // Without the agent the public key alone cannot sign: the bundle is sealed, unsigned.
+    // Without the agent the public key alone cannot sign: refused before the first run.
     let unsigned = tmp.path().join("no-agent");
     let no_agent = signing(&unsigned)
         .env_remove("SSH_AUTH_SOCK")
@@ -349,10 +349,60 @@ fn a_key_held_by_ssh_agent_signs_from_its_public_key() {
     report_signed(&out, &allowed, "tester@example.com").success();
     no_agent
         .unwrap()
-        .stderr(predicate::str::contains("is sealed but NOT signed"))
+        .stderr(predicate::str::contains("cannot sign unattended"))
+        .stderr(predicate::str::contains("nothing was run"))
         .stderr(predicate::str::contains("capshim sign"));
-    assert!(unsigned.join("SHA256SUMS").is_file() && !unsigned.join("SHA256SUMS.sig").exists());
-    capshim().arg("report").arg(&unsigned).assert().success();
+    assert!(!unsigned.exists());
+}
+
+/// `bench --sign` and `verify --sign` with a key that has a passphrase, and no terminal to ask
+/// for it, stop before the first run instead of running everything and failing to sign.
+#[test]
+fn a_key_that_cannot_sign_unattended_is_refused_before_the_first_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let locked = tmp.path().join("locked");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "s3cret", "-f"])
+        .arg(&locked)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let llama = fake_llama_bench(tmp.path());
+    let model = fake_model(tmp.path());
+    let out = tmp.path().join("never");
+    bench(&llama, &model)
+        .args([
+            "--profile",
+            "again=stock",
+            "-r",
+            "1",
+            "--rounds",
+            "1",
+            "--sign",
+        ])
+        .arg(&locked)
+        .arg("-o")
+        .arg(&out)
+        .env("SSH_AUTH_SOCK", tmp.path().join("no-agent"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot sign unattended"))
+        .stderr(predicate::str::contains("nothing was run"));
+    assert!(!out.exists());
+    capshim()
+        .args(["verify", "-m"])
+        .arg(&model)
+        .arg("--llama-dir")
+        .arg(tmp.path())
+        .arg("--sign")
+        .arg(&locked)
+        .arg("-o")
+        .arg(&out)
+        .env("SSH_AUTH_SOCK", tmp.path().join("no-agent"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot sign unattended"));
+    assert!(!out.exists());
 }
 
 #[test]
@@ -597,7 +647,7 @@ fn a_relabelled_bundle_is_refused_by_report_and_sign() {
     let base = bundle(tmp.path(), "base", &[]);
     let env = read(&base.join("environment.json"));
     let summary = read(&base.join("summary.json"));
-    assert!(env.contains("\"schema_version\": 5,"), "{env}");
+    assert!(env.contains("\"schema_version\": 6,"), "{env}");
     let mut env_without: serde_json::Value = serde_json::from_str(&env).unwrap();
     for k in ["schema_version", "kind"] {
         env_without.as_object_mut().unwrap().remove(k);
@@ -607,19 +657,19 @@ fn a_relabelled_bundle_is_refused_by_report_and_sign() {
     let cases: Vec<(&str, String, String, &str)> = vec![
         (
             "env4",
-            env.replace("\"schema_version\": 5,", "\"schema_version\": 4,"),
+            env.replace("\"schema_version\": 6,", "\"schema_version\": 4,"),
             summary.clone(),
             "environment.json: schema_version 4: bench layout 4",
         ),
         (
-            "env6",
-            env.replace("\"schema_version\": 5,", "\"schema_version\": 6,"),
+            "env7",
+            env.replace("\"schema_version\": 6,", "\"schema_version\": 7,"),
             summary.clone(),
-            "environment.json: schema_version 6: this capshim never wrote",
+            "environment.json: schema_version 7: this capshim never wrote",
         ),
         (
             "env99",
-            env.replace("\"schema_version\": 5,", "\"schema_version\": 99,"),
+            env.replace("\"schema_version\": 6,", "\"schema_version\": 99,"),
             summary.clone(),
             "environment.json: schema_version 99",
         ),
@@ -632,13 +682,13 @@ fn a_relabelled_bundle_is_refused_by_report_and_sign() {
         (
             "summary4",
             env_without.clone(),
-            summary.replace("\"schema_version\": 5,", "\"schema_version\": 4,"),
+            summary.replace("\"schema_version\": 6,", "\"schema_version\": 4,"),
             "summary.json: schema_version 4",
         ),
         (
             "summary99",
             env_without,
-            summary.replace("\"schema_version\": 5,", "\"schema_version\": 99,"),
+            summary.replace("\"schema_version\": 6,", "\"schema_version\": 99,"),
             "summary.json: schema_version 99",
         ),
     ];

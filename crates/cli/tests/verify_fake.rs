@@ -20,12 +20,16 @@ use predicates::prelude::*;
 ///   perplexity. `FAKE_PPL=crash` kills it with SIGSEGV, `garbage` prints nothing it would,
 ///   `short` logs the too-short text error and exits 0, `hang` (with `FAKE_HANG=PATH`) writes
 ///   its pid to PATH and waits for a signal.
-/// - llama-completion: prints a fixed text, another from `FAKE_GREEDY` in arms with the shim.
+/// - llama-completion: prints a fixed text, another from `FAKE_GREEDY` in arms with the shim,
+///   and llama.cpp's closing `common_perf_print` lines for the `-n` tokens asked;
+///   `FAKE_COMPLETION=truncated` leaves the closing lines out, `short` reports 5 tokens,
+///   `crash` kills it with SIGSEGV.
 /// - test-backend-ops: a build without Metal unless `FAKE_METAL=1`; then every op passes, but
 ///   one fails in arms with the shim when `FAKE_KERNEL_FAIL=1`.
 ///
 /// Every tool in an arm with the shim writes the shim's `hooked` status event when
-/// `FAKE_HOOK=1`.
+/// `FAKE_HOOK=1`; every tool fails (exit 1) in arms with the shim when `FAKE_FAIL_SHIM=1`, in
+/// arms without when `FAKE_FAIL_SHIM=0`.
 fn fake_tools(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -40,6 +44,9 @@ if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then
   fi
 else
   shim=0
+fi
+if [ -n "$FAKE_FAIL_SHIM" ] && [ "$shim" = "$FAKE_FAIL_SHIM" ]; then
+  echo "error: failed to load the model (shim=$shim)" >&2; exit 1
 fi
 "#;
     let perplexity = r#"#!/bin/sh
@@ -96,8 +103,18 @@ EOF
     .replace("HOOK", hook);
     let completion = r#"#!/bin/sh
 HOOK
+n=128
+while [ $# -gt 0 ]; do
+  case "$1" in -n) n=$2; shift ;; esac
+  shift
+done
 if [ "$FAKE_COMPLETION" = crash ]; then kill -SEGV $$; fi
 if [ $shim = 1 ] && [ -n "$FAKE_GREEDY" ]; then printf '%s' "$FAKE_GREEDY"; else printf 'the same words every time'; fi
+[ "$FAKE_COMPLETION" = truncated ] && exit 0
+[ "$FAKE_COMPLETION" = short ] && n=5
+echo "common_perf_print:    samplers time =       1.00 ms /   $((10 + n)) tokens" >&2
+echo "common_perf_print: prompt eval time =       1.00 ms /    10 tokens (    0.10 ms per token)" >&2
+echo "common_perf_print:       total time =       2.00 ms /   $((10 + n)) tokens" >&2
 "#
     .replace("HOOK", hook);
     let backend_ops = r#"#!/bin/sh
@@ -180,6 +197,7 @@ impl Setup {
             "FAKE_PPL",
             "FAKE_GREEDY",
             "FAKE_COMPLETION",
+            "FAKE_FAIL_SHIM",
         ] {
             cmd.env_remove(var);
         }
@@ -205,7 +223,7 @@ fn an_unlocked_arm_with_metal_kernels_is_equivalent_or_different_with_its_eviden
         .code(0);
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
     let v = summary(&out);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 6);
     assert_eq!(v["reference"], "stock");
     assert_eq!(v["result"], "equivalent");
     let arm = &v["arms"]["apple9-64k"];
@@ -720,13 +738,13 @@ fn a_relabelled_verify_bundle_is_refused_by_report_and_sign() {
     for (name, from, to, says) in [
         (
             "v2",
-            "\"schema_version\": 1,",
+            "\"schema_version\": 6,",
             "\"schema_version\": 2,",
             "environment.json: schema_version 2: this capshim never wrote a verify bundle",
         ),
         (
             "v99",
-            "\"schema_version\": 1,",
+            "\"schema_version\": 6,",
             "\"schema_version\": 99,",
             "environment.json: schema_version 99",
         ),
@@ -781,4 +799,188 @@ fn a_relabelled_verify_bundle_is_refused_by_report_and_sign() {
     std::fs::write(base.join("report.md"), &forged_report).unwrap();
     common::reseal(&base);
     assert_report_refuses(&base, "report.md does not match the raw data");
+}
+
+/// `--keep-going`: an arm whose every tool fails is recorded as failed (verdict `not run`,
+/// naming each failed step), the bundle is sealed and passes `report`, and verify exits 1
+/// (not every arm was compared).
+#[test]
+fn keep_going_records_an_arm_whose_tools_fail() {
+    let s = setup();
+    let out = s.tmp.path().join("kept");
+    let run = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "1")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "recorded as failed, going on (--keep-going)",
+        ));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file() && !out.join("INCOMPLETE").exists());
+    assert_eq!(stdout, read(&out.join("report.md")));
+    let v = summary(&out);
+    assert_eq!(v["schema_version"], 6);
+    assert_eq!(v["result"], "incomplete");
+    let arm = &v["arms"]["apple9-64k"];
+    assert_eq!(arm["verdict"], "not run", "{arm}");
+    let evidence = arm["evidence"].to_string();
+    assert!(
+        evidence.contains("its llama-perplexity failed (exit status: 1)")
+            && evidence.contains("its llama-completion failed (exit status: 1)"),
+        "{evidence}"
+    );
+    assert_eq!(v["arms"]["stock"]["verdict"], "reference");
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
+    // Without --keep-going the first failure stops it, as before.
+    let stopped = s.tmp.path().join("stopped");
+    s.verify(&stopped)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "1")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-perplexity failed in arm apple9-64k",
+        ));
+    assert!(stopped.join("INCOMPLETE").is_file());
+}
+
+/// `--keep-going` with a reference arm that fails: nothing can be compared, no other arm runs,
+/// the report says so, the bundle is sealed, and verify exits 1.
+#[test]
+fn keep_going_with_a_failed_reference_compares_nothing_and_exits_1() {
+    let s = setup();
+    let out = s.tmp.path().join("no-reference");
+    let run = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_FAIL_SHIM", "0")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the reference arm stock failed: nothing was compared",
+        ));
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).into_owned();
+    assert!(out.join("SHA256SUMS").is_file());
+    assert!(
+        stdout.contains(
+            "the reference arm stock failed (its llama-perplexity failed (exit status: 1)"
+        ),
+        "{stdout}"
+    );
+    let v = summary(&out);
+    assert_eq!(v["result"], "incomplete");
+    assert!(v["arms"].get("apple9-64k").is_none(), "{}", v["arms"]);
+    assert!(!out.join("raw/apple9-64k-perplexity.stdout").exists());
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(stdout);
+}
+
+/// A closed or full stderr does not stop verify (issue 15, item 3): it seals its bundle, which
+/// report accepts, and exits as it would have.
+#[test]
+fn a_closed_or_full_stderr_does_not_stop_verify() {
+    let s = setup();
+    for (name, stderr) in [
+        (
+            "full",
+            std::process::Stdio::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            ),
+        ),
+        ("closed", {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            std::process::Stdio::from(writer)
+        }),
+    ] {
+        let out = s.tmp.path().join(name);
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"));
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy().into_owned();
+            if var.starts_with("CAPSHIM_")
+                || var.starts_with("LUME_METAL_")
+                || var.starts_with("FAKE_")
+            {
+                cmd.env_remove(var);
+            }
+        }
+        let status = cmd
+            .current_dir(s.tmp.path())
+            .arg("verify")
+            .arg("-m")
+            .arg(&s.model)
+            .arg("--dylib")
+            .arg(&s.shim)
+            .arg("--llama-dir")
+            .arg(&s.bin)
+            .arg("-o")
+            .arg(&out)
+            .env("FAKE_HOOK", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{name}");
+        assert!(out.join("SHA256SUMS").is_file(), "{name}");
+        capshim().arg("report").arg(&out).assert().success();
+    }
+}
+
+/// A llama-completion or llama-perplexity run that exits 0 with its output cut short (no
+/// closing lines, or fewer tokens than asked) is a failed run with that reason (issue 15, item
+/// 6), never a result: it stops verify, or with --keep-going is recorded as failed.
+#[test]
+fn truncated_tool_output_is_a_failed_run() {
+    let s = setup();
+    for (mode, says) in [
+        (
+            "truncated",
+            "llama-completion failed in arm stock (its output lacks llama.cpp's closing lines",
+        ),
+        (
+            "short",
+            "llama-completion failed in arm stock (it generated 5 of the 128 tokens asked (-n 128)",
+        ),
+    ] {
+        let out = s.tmp.path().join(mode);
+        s.verify(&out)
+            .env("FAKE_COMPLETION", mode)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says));
+        assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    }
+    let out = s.tmp.path().join("kept");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_COMPLETION", "truncated")
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("recorded as failed"));
+    let v = summary(&out);
+    assert_eq!(v["result"], "incomplete");
+    assert!(
+        v["arms"]["stock"]["evidence"]
+            .to_string()
+            .contains("its llama-completion failed (its output lacks llama.cpp's closing lines"),
+        "{}",
+        v["arms"]["stock"]
+    );
 }

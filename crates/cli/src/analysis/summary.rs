@@ -173,8 +173,9 @@ pub struct VerdictFamily {
     pub method: &'static str,
 }
 
-/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 5 since
-/// the rounds needed for the noise band come from the rounds' spread and intervals on rounds
+/// The layout version of a bench bundle, in its `environment.json` and `summary.json`: 6 since
+/// a run `--keep-going` recorded as failed is in the manifest (this round's additions go into
+/// 6 too); 5 since the rounds needed for the noise band come from the rounds' spread and intervals on rounds
 /// not run in bench's order are flagged; 4 since each round's arm order is random and the
 /// interval is the signed-rank one (schema 3 bundles ran a fixed order with a t interval); 3
 /// since the manifest of raw files is in `environment.json` and every derived file is derived from
@@ -183,7 +184,7 @@ pub struct VerdictFamily {
 /// Bump it whenever any derived file would come out different from the same raw files, so
 /// that `capshim report` refuses the layouts it does not derive again by name, instead of
 /// calling them changed.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Everything `report` prints and `bench` stores in `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

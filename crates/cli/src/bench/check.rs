@@ -35,16 +35,16 @@ fn bundle_error(dir: &Path, e: DeriveError) -> BundleError {
     }
 }
 
-/// Checks the bench bundle `dir` (of this capshim's layout; its checksums already checked):
-/// returns its manifest and derived files.
+/// Checks the bench bundle `dir` of layout `schema` (one this capshim derives; its checksums
+/// already checked): returns its manifest and derived files.
 ///
 /// # Errors
 /// [`BundleError::Mismatch`] naming the first derived file that is not what the raw files
 /// derive to; [`BundleError::BadRaw`]; [`BundleError::Io`] when a file cannot be read;
 /// [`BundleError::NotABundle`] without a manifest.
-pub fn check(dir: &Path) -> Result<(Manifest, Derived), BundleError> {
+pub fn check(dir: &Path, schema: u32) -> Result<(Manifest, Derived), BundleError> {
     let manifest = read_manifest(dir)?;
-    let derived = derive(dir, &manifest).map_err(|e| bundle_error(dir, e))?;
+    let derived = derive(dir, &manifest, schema).map_err(|e| bundle_error(dir, e))?;
     schema::compare_derived(dir, "bench", &derived.files)?;
     Ok((manifest, derived))
 }

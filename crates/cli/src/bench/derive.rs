@@ -58,13 +58,72 @@ impl Derived {
     }
 }
 
-/// Derives every derived file of the bundle `dir` from its raw files and `manifest`.
+/// What the report says of runs `--keep-going` recorded as failed: an arm with some failed
+/// runs, one that failed in every round (no figures, no speedup), and a reference arm that
+/// failed in every round (no speedup at all, and the arms that ran).
+pub fn failed_runs(manifest: &Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    for arm in &manifest.arms {
+        let failed: Vec<String> = arm
+            .runs
+            .iter()
+            .filter_map(|r| Some(format!("round {}: {}", r.round, r.failed.as_ref()?)))
+            .collect();
+        if failed.is_empty() {
+            continue;
+        }
+        let every = failed.len() == arm.runs.len();
+        out.push(match (every, arm.role.as_str()) {
+            (true, "stock") => {
+                let ran: Vec<&str> = manifest
+                    .arms
+                    .iter()
+                    .filter(|a| a.runs.iter().any(|r| r.failed.is_none()))
+                    .map(|a| a.name.as_str())
+                    .collect();
+                format!(
+                    "the reference arm {} failed in every round ({}): no speedup is computed; the \
+                     arms that ran: {}",
+                    arm.name,
+                    failed.join("; "),
+                    if ran.is_empty() {
+                        "none".to_string()
+                    } else {
+                        ran.join(", ")
+                    }
+                )
+            }
+            (true, _) => format!(
+                "arm {} failed in every round ({}): it has no figures and no speedup",
+                arm.name,
+                failed.join("; ")
+            ),
+            (false, _) => format!(
+                "arm {}: {} of {} runs failed ({}); its figures, and its speedup's pairs, come \
+                 from the other rounds",
+                arm.name,
+                failed.len(),
+                arm.runs.len(),
+                failed.join("; ")
+            ),
+        });
+    }
+    out
+}
+
+/// Derives every derived file of the bundle `dir`, of layout `schema` (5 or 6: the layouts
+/// whose derivation this capshim keeps, [`crate::bundle::schema::derivable`]), from its raw
+/// files and `manifest`. Schema 6 adds failed runs (`--keep-going`), which schema 5 bundles
+/// never hold, so one derivation serves both; a later addition to 6 that changes what a
+/// schema 5 bundle derives to goes behind `schema`.
 ///
 /// # Errors
 /// [`DeriveError`] when a raw file is unreadable or unusable, or the arms cannot be compared.
-pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Derived, DeriveError> {
+pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Derived, DeriveError> {
     let arms = load_arms(dir, manifest, None)?;
-    let summary = analyze(&arms)?;
+    let mut summary = analyze(&arms)?;
+    summary.schema_version = schema;
+    summary.warnings.extend(failed_runs(manifest));
     let first_build = arms
         .iter()
         .flat_map(|a| a.runs.iter())

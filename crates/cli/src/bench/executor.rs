@@ -1,28 +1,25 @@
 //! One llama-bench process: its environment (the shim only in unlocked arms), its output
-//! files, the signals passed on to it, its exit status and stderr tail, and whether the shim
-//! activated; the result is a [`RunRecord`].
+//! files, its exit status, and whether the shim activated; the result is a [`RunRecord`],
+//! and a failed run goes to the experiment layer's one rule ([`Context::failed`]).
 
 use std::path::Path;
 
-use super::environment::RunRecord;
-use super::error::{RunError, io};
-use super::incomplete::interrupted;
+use super::environment::{Round, RunRecord};
 use super::plan::{ArmPlan, Plan};
-use crate::bundle::incomplete::Progress;
-use crate::bundle::time;
-use crate::launch::child::{self, ChildError};
-use crate::launch::signals::Forwarder;
+use crate::experiment::error::NotActivated;
+use crate::experiment::record::Process;
+use crate::experiment::tool::{Failure, ToolRun, what_to_check};
+use crate::experiment::{Context, ExperimentError, io};
 use crate::launch::status::StatusEvent;
-use crate::llama::{Activation, read_bench_file};
+use crate::llama::{Activation, closing, read_bench_file};
 
 /// Runs llama-bench once for `arm` in `round`: its JSON, its stderr and the shim's status
 /// file (unlocked arms) go to the three paths of `files`, relative to the bundle directory
-/// `dir`. `progress` is told when the process ended, before its result is checked.
+/// `dir`. Returns its record and, when it failed and `--keep-going` recorded it, why.
 ///
 /// # Errors
-/// When llama-bench cannot start or fails, its output is unreadable, a signal stopped it,
-/// or an unlocked arm's shim did not activate (without `allow_inactive`).
-#[allow(clippy::too_many_arguments)]
+/// When llama-bench cannot start or fails (without `--keep-going`), its output is unreadable,
+/// a signal stopped it, or an unlocked arm's shim did not activate (without `allow_inactive`).
 pub fn run_one(
     plan: &Plan,
     arm: &ArmPlan,
@@ -30,9 +27,8 @@ pub fn run_one(
     args: &[String],
     dir: &Path,
     (json_rel, stderr_rel, status_rel): (&str, &str, Option<&str>),
-    signals: &Forwarder,
-    progress: &mut Progress,
-) -> Result<RunRecord, RunError> {
+    cx: &mut Context,
+) -> Result<(RunRecord, Option<String>), ExperimentError> {
     let json_path = dir.join(json_rel);
     let stderr_path = dir.join(stderr_rel);
     let status_path = status_rel.map(|r| dir.join(r));
@@ -44,43 +40,44 @@ pub fn run_one(
         status_path.as_deref().unwrap_or(Path::new("")),
         std::env::vars_os(),
     );
-    let mut argv = vec![plan.llama_bench.display().to_string()];
-    argv.extend(args.iter().cloned());
-    let finished = child::run(
-        &plan.llama_bench,
+    let run = ToolRun {
+        tool: "llama-bench",
+        program: &plan.llama_bench,
         args,
-        &env,
-        &json_path,
-        &stderr_path,
-        signals,
-    )
-    .map_err(|e| match e {
-        ChildError::Create { path, source } => io("cannot create", &path)(source),
-        ChildError::Spawn { program, source } => RunError::Spawn {
-            path: program,
-            source,
-        },
-        ChildError::Wait { program, source } => io("cannot wait for llama-bench", &program)(source),
-        // Whatever llama-bench did with the signal, the run was cut short.
-        ChildError::Interrupted(number) => interrupted(number),
-    })?;
-    progress.ended();
-    let (status, started) = (finished.status, finished.started);
-    let seconds = finished.seconds;
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    if !status.success() {
-        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(RunError::LlamaFailed {
+        env: &env,
+        stdout: &json_path,
+        stderr: &stderr_path,
+    };
+    let finished = cx.run_tool(&run)?;
+    let mut record = Process::new(&arm.name, Round { round }, run.argv(), env, &finished);
+    let what = format!("arm {} round {round}", arm.name);
+    // A run fails when llama-bench exits non-zero or is killed, or when its output is cut
+    // short (exit status 0 alone does not say it ran to its end: llama::closing).
+    let failed = if finished.status.success() {
+        let json = std::fs::read_to_string(&json_path).unwrap_or_default();
+        closing::bench_json(&json)
+            .and_then(|()| {
+                read_bench_file(&json_path)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
+            .err()
+    } else {
+        Some(finished.status.to_string())
+    };
+    if let Some(reason) = failed {
+        cx.failed(Failure {
+            tool: "llama-bench",
             arm: arm.name.clone(),
-            round,
-            status: status.to_string(),
+            what,
+            reason: reason.clone(),
             stderr: stderr_path,
-            tail: tail.join("\n  "),
-        });
+        })?;
+        record.failed = Some(reason.clone());
+        return Ok((record, Some(reason)));
     }
-    read_bench_file(&json_path)?;
     if let (Some(_), Some(path)) = (&arm.profile, &status_path) {
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         let events = StatusEvent::read_file(path)?;
         let activation = Activation::from_evidence(true, &events, &stderr);
         if !activation.activated && !plan.allow_inactive {
@@ -89,31 +86,14 @@ pub fn run_one(
             } else {
                 format!("it said: {}", activation.stderr_lines.join(" | "))
             };
-            return Err(RunError::NotActivated {
-                arm: arm.name.clone(),
-                round,
+            return Err(ExperimentError::NotActivated(Box::new(NotActivated {
+                what,
                 status_file: path.clone(),
                 stderr_file: stderr_path,
                 said,
-                check: activation.what_to_check(
-                    crate::launch::Os::current().injection_var(),
-                    &plan
-                        .dylib
-                        .as_deref()
-                        .map(|d| d.display().to_string())
-                        .unwrap_or_default(),
-                ),
-            });
+                check: what_to_check(&activation, plan.dylib.as_deref()),
+            })));
         }
     }
-    Ok(RunRecord {
-        arm: arm.name.clone(),
-        round,
-        command_line: child::command_line(&env, &argv),
-        argv,
-        env,
-        exit_code: status.code(),
-        seconds,
-        started_utc: time::iso(started),
-    })
+    Ok((record, None))
 }

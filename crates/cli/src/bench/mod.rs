@@ -2,25 +2,23 @@
 //!
 //! The steps of a run, in order (hyperfine's benchmark/):
 //!
+//! bench is an experiment of [`crate::experiment`], which runs its rounds in random order,
+//! forwards signals, applies the one rule for failed runs, leaves the INCOMPLETE note and
+//! reports errors; what is bench's own:
+//!
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
-//! - [`runner`]: the run itself: every slot of the [`schedule`], then the seal.
-//! - [`schedule`]: the order of arms in each round (drawn at random, round by round).
+//! - [`runner`]: the experiment: files identified, every slot of the rounds, then the seal.
 //! - [`executor`]: one llama-bench process, with or without the shim.
 //! - [`seal`]: the derived files ([`derive`]), `environment.json` and `SHA256SUMS`.
 //! - [`check`]: `capshim report` on a bench bundle: every derived file derived again.
-//! - [`incomplete`]: the note a stopped run leaves instead of a seal.
-//! - [`environment`]: what machine, files and processes the run used.
-//! - [`error`]: why a run stopped.
+//! - [`environment`]: what files and processes the run used.
 //!
 //! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
 pub mod check;
 pub mod derive;
 pub mod environment;
-mod error;
 mod executor;
-mod incomplete;
 pub mod plan;
 pub mod runner;
-pub mod schedule;
 mod seal;

@@ -287,6 +287,8 @@ pub struct Plan {
     pub dylib: Option<PathBuf>,
     /// Measure an unlocked arm even when the shim did not activate.
     pub allow_inactive: bool,
+    /// Record a failed run as failed and go on (`--keep-going`).
+    pub keep_going: bool,
     /// A bare-metal host's llama-bench JSON.
     pub baseline: Option<PathBuf>,
     /// The bundle directory, or `None` for a new dated one.

@@ -1,59 +1,78 @@
-//! Runs the experiment: the files identified (the model hashed) before the first run, every
-//! arm as a fresh llama-bench process per round, in schedule order, with the shim injected
-//! only into unlocked arms; the files checked unchanged after the last run; then the seal. A
-//! failure or a signal leaves the bundle unsealed with an INCOMPLETE note.
+//! The bench experiment on the experiment layer: the files identified (the model hashed)
+//! before the first run, every arm as a fresh llama-bench process per round in each round's
+//! random order ([`crate::experiment::rounds`]), with the shim injected only into unlocked
+//! arms; the files checked unchanged after the last run; then the seal. A failure or a signal
+//! leaves the bundle unsealed with an INCOMPLETE note; with `--keep-going` a failed run is
+//! recorded as failed and the rounds go on.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use super::environment::Files;
-use super::error::{RunError, io};
+use super::derive::DERIVED_FILES;
+use super::environment::{Files, RunRecord};
 use super::executor::run_one;
-use super::incomplete::{interrupted, write_incomplete};
 use super::plan::Plan;
-use super::schedule::interleave;
 use super::seal::{Outcome, seal};
 use crate::analysis::Role;
 use crate::bundle::identity::{Stamp, identify};
-use crate::bundle::incomplete::Progress;
-use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
-use crate::launch::signals::Forwarder;
+use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR};
+use crate::experiment::rounds::run_rounds;
+use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io};
+
+/// How bench speaks of itself.
+pub const WORDS: Words = Words {
+    command: "bench",
+    unit: "run",
+    running: "llama-bench",
+    tool_option: "--llama-bench",
+    fix: "model path, llama-bench options after `--`",
+    prefix: "capshim-bench",
+};
+
+/// A bench run of a [`Plan`].
+struct Bench<'a> {
+    plan: &'a Plan,
+}
 
 /// Runs the plan and writes the bundle.
 ///
 /// # Errors
-/// When a file cannot be hashed, llama-bench fails, its output is unreadable, an unlocked arm
-/// did not activate (without `allow_inactive`), a file changed during the runs, or the bundle
-/// cannot be written. Raw files written so far stay in the bundle directory, which the error
-/// names.
-pub fn run(plan: &Plan) -> Result<Outcome, RunError> {
-    let started = time::now();
-    // Before the bundle exists: a signal from now on stops the run cleanly.
-    let signals = Forwarder::start_with(true).map_err(|source| RunError::Io {
-        action: "cannot catch signals for",
-        path: PathBuf::from("capshim bench"),
-        source,
-    })?;
-    let dir = bundle::create(plan.output.as_deref())?;
-    let mut progress = Progress {
-        total: plan.arms.len() as u64 * u64::from(plan.rounds),
-        ..Progress::default()
-    };
-    run_in(plan, &dir, started, &signals, &mut progress).map_err(|e| {
-        let _ = write_incomplete(&dir, &progress, &e);
-        RunError::Stopped {
-            dir: dir.clone(),
-            source: Box::new(e),
-        }
-    })
+/// When a file cannot be hashed, llama-bench fails (without `--keep-going`), its output is
+/// unreadable, an unlocked arm did not activate (without `allow_inactive`), a file changed
+/// during the runs, or the bundle cannot be written. Raw files written so far stay in the
+/// bundle directory, which the error names.
+pub fn run(plan: &Plan) -> Result<Outcome, ExperimentError> {
+    experiment::run(&mut Bench { plan })
+}
+
+impl Experiment for Bench<'_> {
+    type Sealed = Outcome;
+
+    fn words(&self) -> Words {
+        WORDS
+    }
+
+    fn derived(&self) -> &'static [&'static str] {
+        &DERIVED_FILES
+    }
+
+    fn output(&self) -> Option<&Path> {
+        self.plan.output.as_deref()
+    }
+
+    fn keep_going(&self) -> bool {
+        self.plan.keep_going
+    }
+
+    fn run_in(&mut self, dir: &Path, cx: &mut Context) -> Result<Outcome, ExperimentError> {
+        run_in(self.plan, dir, cx)
+    }
 }
 
 /// Identifies every file the runs use, the model first, before the first run.
-fn identify_files(plan: &Plan, signals: &Forwarder) -> Result<(Files, Vec<Stamp>), RunError> {
-    let stop = || signals.received();
+fn identify_files(plan: &Plan, cx: &Context) -> Result<(Files, Vec<Stamp>), ExperimentError> {
+    let stop = || cx.signals.received();
     let mut stamps = Vec::new();
-    let mut one = |path: &Path, what: &str| -> Result<_, RunError> {
+    let mut one = |path: &Path, what: &str| -> Result<_, ExperimentError> {
         let (id, stamp) = identify(path, what, &stop)?;
         stamps.push(stamp);
         Ok(id)
@@ -75,23 +94,11 @@ fn identify_files(plan: &Plan, signals: &Forwarder) -> Result<(Files, Vec<Stamp>
     Ok((files, stamps))
 }
 
-fn run_in(
-    plan: &Plan,
-    dir: &Path,
-    started: u64,
-    signals: &Forwarder,
-    done: &mut Progress,
-) -> Result<Outcome, RunError> {
+fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, ExperimentError> {
     let dir_abs = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
-    let (files, stamps) = identify_files(plan, signals)?;
+    cx.progress.total = plan.arms.len() as u64 * u64::from(plan.rounds);
+    let (files, stamps) = identify_files(plan, cx)?;
     let args = plan.llama_args();
-    let progress = ProgressBar::new(done.total);
-    progress.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}  ETA {eta}",
-        )
-        .expect("valid template"),
-    );
     let mut manifest = Manifest {
         format: bundle::manifest::FORMAT,
         model: Some(plan.model.display().to_string()),
@@ -112,18 +119,10 @@ fn run_in(
             })
             .collect(),
     };
-    let mut records = Vec::new();
-    for slot in interleave(plan.arms.len(), plan.rounds, rand::rng()) {
-        if let Some(number) = signals.received() {
-            progress.finish_and_clear();
-            return Err(interrupted(number));
-        }
+    let mut records: Vec<RunRecord> = Vec::new();
+    let names: Vec<String> = plan.arms.iter().map(|a| a.name.clone()).collect();
+    run_rounds(cx, &names, plan.rounds, |cx, slot| {
         let arm = &plan.arms[slot.arm];
-        let message = format!("arm {}, round {}/{}", arm.name, slot.round, plan.rounds);
-        progress.set_message(message.clone());
-        if progress.is_hidden() {
-            eprintln!("capshim: bench: {message}");
-        }
         let stem = format!("{}-r{}", arm.name, slot.round);
         let json_rel = format!("{RAW_DIR}/{stem}.json");
         let stderr_rel = format!("{RAW_DIR}/{stem}.stderr");
@@ -131,35 +130,35 @@ fn run_in(
             .profile
             .is_some()
             .then(|| format!("{RAW_DIR}/{stem}.status.jsonl"));
-        done.start(format!(
+        cx.progress.start(format!(
             "arm {} round {} ({json_rel})",
             arm.name, slot.round
         ));
-        let record = run_one(
+        let (record, failed) = run_one(
             plan,
             arm,
             slot.round,
             &args,
             &dir_abs,
             (&json_rel, &stderr_rel, status_rel.as_deref()),
-            signals,
-            done,
-        )
-        .inspect_err(|_| progress.finish_and_clear())?;
-        done.finish();
+            cx,
+        )?;
+        if failed.is_none() {
+            cx.progress.finish();
+        }
         records.push(record);
         manifest.arms[slot.arm].runs.push(ManifestRun {
             round: slot.round,
             json: json_rel,
             stderr: Some(stderr_rel),
             status: status_rel,
+            failed,
         });
-        progress.inc(1);
-    }
-    progress.finish_and_clear();
+        Ok(())
+    })?;
     // The results are of the files hashed before the first run only if none changed since.
     for stamp in &stamps {
         stamp.check()?;
     }
-    seal(plan, dir, started, manifest, files, &records, args)
+    seal(plan, dir, cx, manifest, files, &records, args)
 }

@@ -2,41 +2,47 @@
 //! written from the raw files ([`derive`]), then `environment.json` (with the manifest they
 //! come from) and `SHA256SUMS` (hyperfine's final export).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::derive::derive;
-use super::environment::{self, Environment, Files, LlamaBuild, RunRecord};
-use super::error::{RunError, io};
+use super::environment::{Environment, Files, LlamaBuild, RunRecord};
 use super::plan::Plan;
 use crate::analysis::SCHEMA_VERSION;
-use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR, time};
+use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR};
+use crate::experiment::record::Header;
+use crate::experiment::seal::{Sealed, SealedBundle};
+use crate::experiment::{Context, ExperimentError, io};
 use crate::launch::Os;
 
 /// The result of a bench run.
 pub struct Outcome {
-    /// The bundle directory.
-    pub dir: PathBuf,
-    /// `report.md`'s text.
-    pub markdown: String,
-    /// `summary.json`'s text.
-    pub summary_json: String,
+    /// The bundle and its reports.
+    pub bundle: SealedBundle,
+    /// Arms other than the stock (reference) arm whose every run failed (`--keep-going`).
+    pub no_result: Vec<String>,
+}
+
+impl Sealed for Outcome {
+    fn bundle(&self) -> &SealedBundle {
+        &self.bundle
+    }
 }
 
 /// Seals the bundle in `dir` after the runs in `records`: adds the baseline, derives and
-/// writes the reports, `environment.json` (with `started`, a Unix time in seconds, the files
-/// identified before the first run and llama-bench's arguments `args`) and `SHA256SUMS`.
+/// writes the reports, `environment.json` (with the start time of `cx`, the files identified
+/// before the first run and llama-bench's arguments `args`) and `SHA256SUMS`.
 ///
 /// # Errors
 /// When a raw file is unreadable, the arms cannot be compared, or a file cannot be written.
 pub fn seal(
     plan: &Plan,
     dir: &Path,
-    started: u64,
+    cx: &Context,
     mut manifest: Manifest,
     files: Files,
     records: &[RunRecord],
     args: Vec<String>,
-) -> Result<Outcome, RunError> {
+) -> Result<Outcome, ExperimentError> {
     if let Some(baseline) = &plan.baseline {
         let rel = format!("{RAW_DIR}/host.json");
         std::fs::copy(baseline, dir.join(&rel))
@@ -51,21 +57,17 @@ pub fn seal(
                 json: rel,
                 stderr: None,
                 status: None,
+                failed: None,
             }],
         });
     }
 
-    let derived = derive(dir, &manifest)?;
+    let derived = derive(dir, &manifest, SCHEMA_VERSION).map_err(ExperimentError::derive)?;
     for (name, text) in &derived.files {
         write(dir, name, text)?;
     }
     let env = Environment {
-        schema_version: SCHEMA_VERSION,
-        kind: "bench",
-        capshim_version: env!("CARGO_PKG_VERSION"),
-        started_utc: time::iso(started),
-        finished_utc: time::iso(time::now()),
-        machine: environment::collect(),
+        header: Header::now("bench", SCHEMA_VERSION, cx.started),
         llama_cpp: LlamaBuild {
             build_number: derived.first_build.0,
             build_commit: derived.first_build.1.clone(),
@@ -78,20 +80,30 @@ pub fn seal(
         runs: records,
         bundle: &manifest,
     };
-    let env = serde_json::to_string_pretty(&env).map_err(|source| RunError::Json {
+    let env = serde_json::to_string_pretty(&env).map_err(|source| ExperimentError::Json {
         what: "environment.json",
         source,
     })? + "\n";
     write(dir, "environment.json", &env)?;
     bundle::write_sums(dir)?;
+    let no_result = manifest
+        .arms
+        .iter()
+        .filter(|a| a.role != "stock" && !a.runs.is_empty())
+        .filter(|a| a.runs.iter().all(|r| r.failed.is_some()))
+        .map(|a| a.name.clone())
+        .collect();
     Ok(Outcome {
-        dir: dir.to_path_buf(),
-        markdown: derived.text("report.md").to_string(),
-        summary_json: derived.text("summary.json").to_string(),
+        no_result,
+        bundle: SealedBundle {
+            dir: dir.to_path_buf(),
+            markdown: derived.text("report.md").to_string(),
+            summary_json: derived.text("summary.json").to_string(),
+        },
     })
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), RunError> {
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), ExperimentError> {
     let path = dir.join(name);
     std::fs::write(&path, text).map_err(io("cannot write", &path))
 }

@@ -149,11 +149,11 @@ pub fn identify(
         );
         bar.set_message(what.to_string());
         if bar.is_hidden() {
-            eprintln!(
+            crate::term::line(format!(
                 "capshim: computing the SHA-256 of the {what} {} ({:.1} GB) before the first run",
                 path.display(),
                 stamp.bytes as f64 / 1e9
-            );
+            ));
         }
         Some(bar)
     } else {

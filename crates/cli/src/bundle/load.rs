@@ -96,7 +96,9 @@ pub fn load_arms(
         let mut runs = Vec::new();
         let mut metal = Vec::new();
         let mut activations = Vec::new();
-        for run in &arm.runs {
+        // A run --keep-going recorded as failed has no result; an arm with no other run is
+        // left out (the bench's derivation says it failed).
+        for run in arm.runs.iter().filter(|r| r.failed.is_none()) {
             let mut rows = read_bench_file(&dir.join(&run.json))?;
             if let (Some(model), false) = (&manifest.model, arm.role == "host") {
                 for row in &mut rows {
@@ -122,6 +124,9 @@ pub fn load_arms(
             if run.stderr.is_some() {
                 activations.push(Activation::from_evidence(arm.shim, &events, &stderr));
             }
+        }
+        if runs.is_empty() && !arm.runs.is_empty() {
+            continue;
         }
         let name = match prefix {
             Some(p) => format!("{p}/{}", arm.name),

@@ -46,6 +46,10 @@ pub struct ManifestRun {
     pub stderr: Option<String>,
     /// The shim's status file, relative to the bundle, for arms with the shim.
     pub status: Option<String>,
+    /// Why the run failed, when `--keep-going` recorded it as failed (schema 6): its raw
+    /// files hold no result and are not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Only the manifest of an `environment.json`.

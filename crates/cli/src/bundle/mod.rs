@@ -168,19 +168,11 @@ impl BundleError {
 /// Creates a new bundle directory with its `raw/` subdirectory.
 ///
 /// With `path`, that exact directory, which must not exist. Without, a new
-/// `capshim-bench-YYYYMMDD-HHMMSS` directory (UTC) in the current directory, with `-2`, `-3`...
+/// `<prefix>-YYYYMMDD-HHMMSS` directory (UTC) in the current directory, with `-2`, `-3`...
 /// appended if that name is taken.
 ///
 /// # Errors
 /// [`BundleError::Exists`] when `path` exists; [`BundleError::Io`] when it cannot be created.
-pub fn create(path: Option<&Path>) -> Result<PathBuf, BundleError> {
-    create_named(path, "capshim-bench")
-}
-
-/// As [`create`], a new dated directory being named `<prefix>-YYYYMMDD-HHMMSS`.
-///
-/// # Errors
-/// As [`create`].
 pub fn create_named(path: Option<&Path>, prefix: &str) -> Result<PathBuf, BundleError> {
     let dir = match path {
         Some(p) => {
@@ -235,9 +227,9 @@ mod tests {
     fn an_existing_directory_is_never_reused() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("b");
-        assert_eq!(create(Some(&dir)).unwrap(), dir);
+        assert_eq!(create_named(Some(&dir), "x").unwrap(), dir);
         assert!(dir.join(RAW_DIR).is_dir());
-        let err = create(Some(&dir)).unwrap_err();
+        let err = create_named(Some(&dir), "x").unwrap_err();
         assert!(matches!(err, BundleError::Exists(_)));
         assert!(err.to_string().contains("never overwritten"), "{err}");
     }

@@ -143,8 +143,8 @@ pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
 /// not know). docs/bundles.md says why each other layout it ever wrote is not.
 pub fn derivable(kind: &Kind) -> &'static [u32] {
     match kind {
-        Kind::Bench => &[crate::analysis::SCHEMA_VERSION],
-        Kind::Verify => &[1],
+        Kind::Bench => &[5, crate::analysis::SCHEMA_VERSION],
+        Kind::Verify => &[1, 6],
         Kind::Selftest => &[crate::selftest::bundle::SCHEMA_VERSION],
         Kind::Other(_) => &[],
     }

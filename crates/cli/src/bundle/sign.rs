@@ -66,6 +66,20 @@ pub enum SignError {
         /// What ssh-keygen said.
         said: String,
     },
+    /// The key cannot sign without a passphrase being typed, and no terminal can ask for one.
+    #[error(
+        "the key {key} cannot sign unattended ({said}): it needs a passphrase and capshim's stdin \
+         is not a terminal to ask for it, or it is a public key ssh-agent does not hold; nothing \
+         was run. Load the private key into ssh-agent (ssh-add) and give its public key (.pub) to \
+         --sign, run from a terminal, or leave --sign out and sign the bundle afterwards with \
+         `capshim sign BUNDLE_DIR --key KEYFILE`"
+    )]
+    CannotSignUnattended {
+        /// The key file.
+        key: PathBuf,
+        /// What ssh-keygen said.
+        said: String,
+    },
     /// A signature exists and replacing it was not asked for.
     #[error(
         "{0} already exists: a signature is never replaced unless asked; pass --replace to sign the \
@@ -186,6 +200,52 @@ pub fn check_key(key: &Path) -> Result<String, SignError> {
     Ok(out.trim().to_string())
 }
 
+/// `ssh-keygen`'s arguments to sign `file` with `key` in capshim's namespace.
+fn sign_args<'a>(key: &'a Path, file: &'a Path) -> [&'a std::ffi::OsStr; 7] {
+    [
+        "-Y".as_ref(),
+        "sign".as_ref(),
+        "-f".as_ref(),
+        key.as_os_str(),
+        "-n".as_ref(),
+        NAMESPACE.as_ref(),
+        file.as_os_str(),
+    ]
+}
+
+/// Signs a scratch file with `key`, ssh-keygen's stdin empty: whether the key signs without a
+/// passphrase being typed (it has none, or ssh-agent holds it), as it must where no terminal
+/// can ask for one.
+///
+/// # Errors
+/// [`SignError::CannotSignUnattended`] with what ssh-keygen said; [`SignError::NoSshKeygen`];
+/// [`SignError::Io`] when the scratch file cannot be written.
+pub fn try_sign_unattended(key: &Path) -> Result<(), SignError> {
+    let work = tempfile::Builder::new()
+        .prefix("capshim-keycheck-")
+        .tempdir()
+        .map_err(|source| SignError::Io {
+            action: "cannot create a temporary directory in",
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let scratch = work.path().join("check");
+    std::fs::write(&scratch, "capshim signing-key check\n").map_err(|source| SignError::Io {
+        action: "cannot write",
+        path: scratch.clone(),
+        source,
+    })?;
+    let (ok, _, said) = ssh_keygen(&sign_args(key, &scratch), Some(b""))?;
+    if ok && work.path().join("check.sig").is_file() {
+        Ok(())
+    } else {
+        Err(SignError::CannotSignUnattended {
+            key: key.to_path_buf(),
+            said,
+        })
+    }
+}
+
 /// Signs `dir/SHA256SUMS` with `key` into `dir/SHA256SUMS.sig`; an existing signature is
 /// replaced only with `replace`. Returns the signature's path.
 ///
@@ -214,16 +274,7 @@ pub fn sign(dir: &Path, key: &Path, replace: bool) -> Result<PathBuf, SignError>
         path: sums.clone(),
         source,
     })?;
-    let args = [
-        "-Y".as_ref(),
-        "sign".as_ref(),
-        "-f".as_ref(),
-        key.as_os_str(),
-        "-n".as_ref(),
-        NAMESPACE.as_ref(),
-        copy.as_os_str(),
-    ];
-    let (ok, _, err) = ssh_keygen(&args, None)?;
+    let (ok, _, err) = ssh_keygen(&sign_args(key, &copy), None)?;
     let text = std::fs::read_to_string(work.path().join(SIG_FILE)).unwrap_or_default();
     if !ok || !text.starts_with("-----BEGIN SSH SIGNATURE-----") {
         return Err(SignError::SignFailed {

@@ -1,19 +1,17 @@
 //! `capshim bench`: the stock / unlocked / host experiment, end to end, into an evidence bundle.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{UsageError, sign, stopped};
+use super::UsageError;
+use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
-use crate::arms;
 use crate::bench::plan::{Plan, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
-use crate::bundle;
 use crate::launch::environment::ScopeArg;
-use crate::launch::{Os, dylib, preflight};
+use crate::launch::{Os, preflight};
 use crate::llama::{read_bench_file, tools};
 use crate::platform::facts;
 
@@ -75,7 +73,9 @@ signal while the model is hashed stops that too, the same way.
 Exit codes:
   0    the bundle was written
   1    error (llama-bench failed, the shim did not activate, bad input, bundle exists, a file
-       changed during the runs, signing failed: the bundle is then sealed, unsigned)
+       changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
+       is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
+       has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a bad or duplicate arm label, an unknown profile
        name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
@@ -112,22 +112,8 @@ pub struct BenchArgs {
     #[arg(long = "llama-dir", value_name = "DIR")]
     pub llama_dir: Option<PathBuf>,
 
-    /// An arm besides stock: [LABEL=]ITEM[,ITEM...], an item being a named profile (`capshim
-    /// profiles` lists them), file=PROFILE.toml, family-max=N, threadgroup-memory=BYTES,
-    /// working-set=BYTES, or a llama.cpp variable for this arm (GGML_METAL_BF16_DISABLE=1).
-    /// Repeat for several arms [default: native where the host chip is known, else apple9-64k].
-    #[arg(long = "arm", visible_alias = "profile", value_name = "[LABEL=]SPEC")]
-    pub profiles: Vec<String>,
-
-    /// The host chip's CPU brand, instead of this machine's (e.g. "Apple M1 Ultra (Virtual)"):
-    /// what `native` arms use, e.g. to benchmark native off a macOS guest or for another chip.
-    #[arg(long = "cpu-brand", value_name = "STRING")]
-    pub cpu_brand: Option<String>,
-
-    /// Accept arm values beyond any known Apple GPU: a family above Apple10 (1010),
-    /// threadgroup memory above 65536 bytes, a working set above this machine's memory.
-    #[arg(long)]
-    pub allow_beyond_hardware: bool,
+    #[command(flatten)]
+    pub arms: ArmArgs,
 
     /// llama-bench JSON from the bare-metal host (`-o json`), for percent of host.
     #[arg(long = "baseline", value_name = "HOST.json")]
@@ -171,97 +157,34 @@ pub struct BenchArgs {
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
     pub output: Option<PathBuf>,
 
-    /// The shim library [default: libcapshim.dylib (macOS) or libcapshim.so (Linux), searched
-    /// where `capshim run` looks: next to the capshim executable, ../lib/capshim/ beside it,
-    /// /usr/local/lib/capshim/, /opt/homebrew/lib/capshim/ (macOS), ~/.local/lib/capshim/].
-    #[arg(long = "dylib", value_name = "PATH")]
-    pub dylib: Option<PathBuf>,
-
-    /// Measure unlocked arms even when the shim did not activate (the report says so).
-    #[arg(long = "allow-inactive")]
-    pub allow_inactive: bool,
-
     /// Skip the architecture and code-signature checks of llama-bench.
     #[arg(long = "skip-preflight")]
     pub skip_preflight: bool,
 
-    /// Print summary.json instead of the Markdown report.
-    #[arg(long = "json")]
-    pub json: bool,
-
-    /// Sign the bundle when sealing it: SHA256SUMS.sig, an OpenSSH signature (ssh-keygen -Y
-    /// sign, namespace capshim-bundle) with this private key, or the public key (.pub) of a key
-    /// held by ssh-agent. Checked before the first run.
-    #[arg(long = "sign", value_name = "KEYFILE")]
-    pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
 
     /// Extra llama-bench arguments, after `--` (e.g. `-- -t 8 -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
     pub extra: Vec<String>,
 }
 
-fn absolute(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
-    if !path.is_file() {
-        bail!(
-            "{what} {} does not exist or is not a file; {fix}",
-            path.display()
-        );
-    }
-    std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
-}
-
 /// Builds and checks the plan from the command line.
-fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
+fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
-    if let Some(key) = &args.sign {
-        bundle::sign::check_key(key)?;
-    }
-    let model = absolute(&args.model, "model", "give an existing GGUF file with -m")?;
+    args.experiment.check()?;
+    let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
-        Some(p) => absolute(
+        Some(p) => existing_file(
             p,
             "llama-bench",
             "give the llama-bench executable with --llama-bench",
         )?,
         None => tools::find("llama-bench", args.llama_dir.as_deref())?,
     };
-    let resolution = arms::resolve(
-        &args.profiles,
-        arms::Options {
-            default_arm: true,
-            reserved: &[],
-            cpu_brand: args.cpu_brand.as_deref(),
-            allow_beyond_hardware: args.allow_beyond_hardware,
-        },
-        &facts::Real::default(),
-    )
-    .map_err(|e| {
-        if e.is_usage() {
-            anyhow::Error::new(UsageError(e.to_string()))
-        } else {
-            e.into()
-        }
-    })?;
-    for note in &resolution.notes {
-        crate::term::note(note);
-    }
-    let arms = resolution.arms;
+    let arms = args.arms.resolve(true, &[])?;
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
-    let dylib = if needs_shim {
-        let os = Os::current();
-        let path = dylib::locate(args.dylib.as_deref(), os)?;
-        let path = absolute(
-            &path,
-            "shim library",
-            &format!(
-                "build the shim (crates/shim: `cargo build` puts {} in target/<profile>/, next to capshim) or give it with --dylib PATH; \
-                 it is injected with {}",
-                os.library_name(),
-                os.injection_var()
-            ),
-        )?;
-        // The real file: what the loader opens, and where a space or colon would matter.
-        let arches = dylib::check(&path, os)?;
+    let dylib = if let Some((path, arches)) = args.arms.shim_library(needs_shim)? {
         // Whether the shim can load into llama-bench (each arm runs it directly, scope
         // children).
         let launch = preflight::Launch {
@@ -269,7 +192,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             library: &path,
             library_arches: &arches,
             scope: ScopeArg::Children,
-            os,
+            os: Os::current(),
             skip_program: args.skip_preflight,
         };
         for warning in preflight::check(&facts::Real::default(), &launch)? {
@@ -281,7 +204,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
     };
     let baseline = match &args.baseline {
         Some(p) => {
-            let p = absolute(p, "baseline", "give the host's llama-bench -o json file")?;
+            let p = existing_file(p, "baseline", "give the host's llama-bench -o json file")?;
             let keys: Vec<_> = read_bench_file(&p)?.iter().map(|r| r.key).collect();
             if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &args.extra) {
                 let warnings =
@@ -305,27 +228,26 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             arms,
             rounds: args.rounds,
             dylib,
-            allow_inactive: args.allow_inactive,
+            allow_inactive: args.arms.allow_inactive,
+            keep_going: args.experiment.keep_going,
             baseline,
             output: args.output,
         },
-        args.json,
-        args.sign,
+        args.experiment,
     ))
 }
 
 /// Runs `capshim bench`.
 pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json, key) = plan(args)?;
-    let outcome = match runner::run(&plan) {
-        Ok(outcome) => outcome,
-        Err(e) => return stopped(e.interrupted_by(), e),
-    };
-    let report = if json {
-        &outcome.summary_json
-    } else {
-        &outcome.markdown
-    };
-    sign::present(&outcome.dir, key.as_deref(), report)?;
-    Ok(ExitCode::SUCCESS)
+    let (plan, experiment) = plan(args)?;
+    experiment.finish(runner::run(&plan), |outcome| {
+        if outcome.no_result.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            sealed_failure(format!(
+                "no result for arm {}: every run of it failed (see the report)",
+                outcome.no_result.join(", ")
+            ))
+        }
+    })
 }

@@ -4,6 +4,7 @@ mod agent;
 mod bench;
 mod completions;
 mod doctor;
+mod experiment;
 mod explain;
 mod host;
 mod man;

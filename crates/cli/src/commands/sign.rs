@@ -69,7 +69,7 @@ pub fn present(
     key: Option<&std::path::Path>,
     report: &str,
 ) -> anyhow::Result<()> {
-    eprintln!("capshim: evidence bundle: {}", dir.display());
+    crate::term::line(format!("capshim: evidence bundle: {}", dir.display()));
     let signed = key.map(|key| sign_sealed(dir, key));
     out(report)?;
     signed.transpose().map(drop)
@@ -85,7 +85,7 @@ fn sign_sealed(dir: &std::path::Path, key: &std::path::Path) -> anyhow::Result<(
             dir.display()
         )
     })?;
-    eprintln!("capshim: signed: {}", sig.display());
+    crate::term::line(format!("capshim: signed: {}", sig.display()));
     Ok(())
 }
 
@@ -108,10 +108,10 @@ pub fn execute(args: SignArgs) -> anyhow::Result<ExitCode> {
         Ok(Opened::AsWritten { .. }) => unreachable!("opened without as_written"),
         Ok(_) => {}
         Err(e) if e.untrusted() => {
-            eprintln!(
+            crate::term::line(format!(
                 "capshim: error: {}; it was not signed",
                 crate::format::chain(&e)
-            );
+            ));
             return Ok(ExitCode::from(EXIT_TAMPERED));
         }
         Err(e) => return Err(e.into()),

@@ -1,17 +1,15 @@
 //! `capshim verify`: does a profile keep llama.cpp's results right? Every arm against the
 //! reference, into an evidence bundle with a verdict per arm.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
-use super::{UsageError, sign, stopped};
-use crate::arms;
-use crate::launch::{Os, dylib};
+use super::UsageError;
+use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
 use crate::llama::tools;
-use crate::platform::facts;
 use crate::verify::base;
 use crate::verify::manifest::{GreedySettings, KernelSettings};
 use crate::verify::plan::{self, Plan, Reference, Text, Tools};
@@ -56,8 +54,9 @@ Exit codes:
   0    every compared arm is equivalent (or only the reference ran, with --save-base)
   5    at least one arm is different
   1    error (a tool missing, failing or printing no result, the text too short, the reference's
-       shim inactive, bundle exists, signing failed: the bundle is then sealed, unsigned), or an
-       arm was not run (its shim did not activate)
+       shim inactive, bundle exists, a --sign key that cannot sign here, signing failed: the
+       bundle is then sealed, unsigned), or an arm was not run (its shim did not activate; with
+       --keep-going, a step of it failed, or the reference failed and nothing was compared)
   2    bad command line (also: bad or duplicate arm labels, --reference naming no arm)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
@@ -77,21 +76,8 @@ pub struct VerifyArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
     pub model: PathBuf,
 
-    /// An arm besides stock: [LABEL=]ITEM[,ITEM...], as `capshim bench` takes it. Repeat for
-    /// several arms [default: native where the host chip is known, else apple9-64k; none with
-    /// --save-base].
-    #[arg(long = "arm", visible_alias = "profile", value_name = "[LABEL=]SPEC")]
-    pub arms: Vec<String>,
-
-    /// The host chip's CPU brand, instead of this machine's (e.g. "Apple M1 Ultra (Virtual)"):
-    /// what `native` arms use.
-    #[arg(long = "cpu-brand", value_name = "STRING")]
-    pub cpu_brand: Option<String>,
-
-    /// Accept arm values beyond any known Apple GPU: a family above Apple10 (1010),
-    /// threadgroup memory above 65536 bytes, a working set above this machine's memory.
-    #[arg(long)]
-    pub allow_beyond_hardware: bool,
+    #[command(flatten)]
+    pub arms: ArmArgs,
 
     /// The arm the others are compared with [default: stock].
     #[arg(long = "reference", value_name = "LABEL", conflicts_with = "base")]
@@ -167,26 +153,12 @@ pub struct VerifyArgs {
     #[arg(long = "llama-dir", value_name = "DIR")]
     pub llama_dir: Option<PathBuf>,
 
-    /// The shim library [default: searched where `capshim run` looks].
-    #[arg(long = "dylib", value_name = "PATH")]
-    pub dylib: Option<PathBuf>,
-
     /// Bundle directory to create (must not exist) [default: ./capshim-verify-YYYYMMDD-HHMMSS].
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
     pub output: Option<PathBuf>,
 
-    /// Compare arms whose shim did not activate (the report says so).
-    #[arg(long = "allow-inactive")]
-    pub allow_inactive: bool,
-
-    /// Print summary.json instead of the Markdown report.
-    #[arg(long = "json")]
-    pub json: bool,
-
-    /// Sign the bundle when sealing it (SHA256SUMS.sig), as `capshim bench --sign` does: an
-    /// OpenSSH private key, or the public key (.pub) of a key held by ssh-agent.
-    #[arg(long = "sign", value_name = "KEYFILE")]
-    pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
 
     /// Extra arguments for llama-perplexity and llama-completion, after `--` (e.g. `-- -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_ARGS")]
@@ -197,22 +169,10 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
-fn existing_file(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        bail!(
-            "{what} {} does not exist or is not a file; {fix}",
-            path.display()
-        );
-    }
-    std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
-}
-
 /// Builds and checks the plan from the command line.
-fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
+fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     plan::check_extra_args(&args.extra).map_err(usage)?;
-    if let Some(key) = &args.sign {
-        crate::bundle::sign::check_key(key)?;
-    }
+    args.experiment.check()?;
     let t = Thresholds {
         max_kld_mean: args.max_kld,
         max_kld_p99: args.max_kld_p99,
@@ -227,27 +187,10 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
         ));
     }
     let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
-    let resolution = arms::resolve(
-        &args.arms,
-        arms::Options {
-            default_arm: args.save_base.is_none(),
-            reserved: &[("base", "it names a saved base as the reference")],
-            cpu_brand: args.cpu_brand.as_deref(),
-            allow_beyond_hardware: args.allow_beyond_hardware,
-        },
-        &facts::Real::default(),
-    )
-    .map_err(|e| {
-        if e.is_usage() {
-            usage(e.to_string())
-        } else {
-            e.into()
-        }
-    })?;
-    for note in &resolution.notes {
-        crate::term::note(note);
-    }
-    let arms = resolution.arms;
+    let arms = args.arms.resolve(
+        args.save_base.is_none(),
+        &[("base", "it names a saved base as the reference")],
+    )?;
     let reference = match (&args.base, &args.reference) {
         (Some(path), _) => {
             let path = existing_file(
@@ -313,22 +256,10 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             })?)
         },
     };
-    let dylib = if arms.iter().any(|a| a.profile.is_some()) {
-        let os = Os::current();
-        let path = dylib::locate(args.dylib.as_deref(), os)?;
-        let path = existing_file(
-            &path,
-            "shim library",
-            &format!(
-                "build the shim (crates/shim: `cargo build` puts {} next to capshim) or give it with --dylib PATH",
-                os.library_name()
-            ),
-        )?;
-        dylib::check(&path, os)?;
-        Some(path)
-    } else {
-        None
-    };
+    let dylib = args
+        .arms
+        .shim_library(arms.iter().any(|a| a.profile.is_some()))?
+        .map(|(path, _)| path);
     let save_base = args.save_base.map(|p| std::path::absolute(&p).unwrap_or(p));
     if args.text.is_some() && args.base.is_some() {
         return Err(usage(
@@ -365,45 +296,43 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
             }),
             extra: args.extra,
             dylib,
-            allow_inactive: args.allow_inactive,
+            allow_inactive: args.arms.allow_inactive,
+            keep_going: args.experiment.keep_going,
             thresholds: t,
             output: args.output,
         },
-        args.json,
-        args.sign,
+        args.experiment,
     ))
 }
 
 /// Runs `capshim verify`.
 pub fn execute(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let (plan, json, key) = plan(args)?;
-    let outcome = match runner::run(&plan) {
-        Ok(outcome) => outcome,
-        Err(e) => return stopped(e.interrupted_by(), e),
-    };
-    let report = if json {
-        &outcome.summary_json
-    } else {
-        &outcome.markdown
-    };
-    sign::present(&outcome.dir, key.as_deref(), report)?;
-    Ok(ExitCode::from(match outcome.summary.result {
-        "different" => EXIT_DIFFERENT,
-        "incomplete" => {
-            let not_run: Vec<&str> = outcome
-                .summary
-                .arms
-                .iter()
-                .filter(|a| a.verdict == crate::verify::summary::Verdict::NotRun)
-                .map(|a| a.name.as_str())
-                .collect();
-            eprintln!(
-                "capshim: error: not every arm was compared ({} not run: see the report); pass \
-                 --allow-inactive to compare an arm whose shim did not activate",
-                not_run.join(", ")
-            );
-            1
+    let (plan, experiment) = plan(args)?;
+    experiment.finish(runner::run(&plan), |outcome| {
+        if outcome.reference_failed {
+            return sealed_failure(format!(
+                "the reference arm {} failed: nothing was compared (see the report)",
+                outcome.summary.reference
+            ));
         }
-        _ => 0,
-    }))
+        ExitCode::from(match outcome.summary.result {
+            "different" => EXIT_DIFFERENT,
+            "incomplete" => {
+                let not_run: Vec<&str> = outcome
+                    .summary
+                    .arms
+                    .iter()
+                    .filter(|a| a.verdict == crate::verify::summary::Verdict::NotRun)
+                    .map(|a| a.name.as_str())
+                    .collect();
+                crate::term::line(format!(
+                    "capshim: error: not every arm was compared ({} not run: see the report); \
+                     pass --allow-inactive to compare an arm whose shim did not activate",
+                    not_run.join(", ")
+                ));
+                1
+            }
+            _ => 0,
+        })
+    })
 }

@@ -33,14 +33,14 @@ fn bundle_error(dir: &Path, e: DeriveError) -> BundleError {
     }
 }
 
-/// Checks the verify bundle `dir` (of this capshim's layout; its checksums already checked)
-/// and returns its `report.md` and `summary.json` texts.
+/// Checks the verify bundle `dir` of layout `schema` (one this capshim derives; its checksums
+/// already checked) and returns its `report.md` and `summary.json` texts.
 ///
 /// # Errors
 /// [`BundleError::Mismatch`] naming the derived file that differs; [`BundleError::BadRaw`];
 /// [`BundleError::Io`] when a file cannot be read; [`BundleError::NotABundle`] without a
 /// manifest.
-pub fn check(dir: &Path) -> Result<(String, String), BundleError> {
+pub fn check(dir: &Path, schema: u32) -> Result<(String, String), BundleError> {
     let not_a_bundle = |why: String| BundleError::NotABundle {
         path: dir.to_path_buf(),
         why,
@@ -57,7 +57,7 @@ pub fn check(dir: &Path) -> Result<(String, String), BundleError> {
             "its manifest names {rel:?}, outside the bundle; only files inside it are checked"
         )));
     }
-    let summary = derive::derive(dir, &manifest).map_err(|e| bundle_error(dir, e))?;
+    let summary = derive::derive(dir, &manifest, schema).map_err(|e| bundle_error(dir, e))?;
     let summary_json = serde_json::to_string_pretty(&summary).expect("a summary serializes") + "\n";
     let markdown = render::markdown(&summary);
     let files = [("summary.json", summary_json), ("report.md", markdown)];

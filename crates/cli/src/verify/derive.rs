@@ -169,7 +169,7 @@ fn reference(dir: &Path, manifest: &Manifest) -> Result<Reference, DeriveError> 
             ppl: None,
             scored: None,
         };
-        for files in &arm.steps {
+        for files in arm.steps.iter().filter(|f| f.failed.is_none()) {
             match read_step(dir, manifest, arm, files)?.output {
                 Output::Base(run) => {
                     r.ppl = Some(run.ppl.value);
@@ -238,11 +238,13 @@ fn kernel_summary(tests: &KernelTests, reference: Option<&KernelTests>) -> Kerne
     }
 }
 
-/// Derives the summary of the bundle `dir` from its manifest and raw files.
+/// Derives the summary of the bundle `dir`, of layout `schema` (1 or 6, the verify layouts
+/// this capshim derives: 6 adds steps `--keep-going` recorded as failed, which layout 1
+/// bundles never hold, so one derivation serves both), from its manifest and raw files.
 ///
 /// # Errors
 /// [`DeriveError`] naming the raw file that cannot be used.
-pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Summary, DeriveError> {
+pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Summary, DeriveError> {
     let reference = reference(dir, manifest)?;
     let mut scored = reference.scored;
     let mut reference_ppl = reference.ppl;
@@ -252,6 +254,7 @@ pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Summary, DeriveError> {
         .flat_map(|b| b.warnings.iter().cloned())
         .collect();
     let mut arms = Vec::new();
+    let mut reference_failed = false;
     for arm in &manifest.arms {
         let mut s = ArmSummary {
             name: arm.name.clone(),
@@ -282,7 +285,12 @@ pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Summary, DeriveError> {
         let mut compared = false;
         let mut not_run = None;
         let mut activations = Vec::new();
+        let mut failed = Vec::new();
         for files in &arm.steps {
+            if let Some(reason) = &files.failed {
+                failed.push(format!("its {} failed ({reason})", files.step.tool()));
+                continue;
+            }
             let step = read_step(dir, manifest, arm, files)?;
             if let Some(a) = &step.activation {
                 activations.push(a.clone());
@@ -364,6 +372,18 @@ pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Summary, DeriveError> {
         }
         if is_reference {
             s.verdict = Verdict::Reference;
+            if !failed.is_empty() {
+                reference_failed = true;
+                warnings.push(format!(
+                    "the reference arm {} failed ({}): nothing was compared with it",
+                    arm.name,
+                    failed.join("; ")
+                ));
+                s.evidence = failed;
+            }
+        } else if !failed.is_empty() {
+            s.verdict = Verdict::NotRun;
+            s.evidence = failed;
         } else if let Some(why) = not_run {
             s.verdict = Verdict::NotRun;
             s.evidence = vec![why];
@@ -390,11 +410,15 @@ pub fn derive(dir: &Path, manifest: &Manifest) -> Result<Summary, DeriveError> {
             100.0 / sc.tokens().max(1) as f64
         ));
     }
-    let (schema_version, kind) = Summary::header();
+    let (_, kind) = Summary::header();
     Ok(Summary {
-        schema_version,
+        schema_version: schema,
         kind,
-        result: Summary::result_of(&arms),
+        result: if reference_failed {
+            "incomplete"
+        } else {
+            Summary::result_of(&arms)
+        },
         reference: manifest.reference.clone(),
         reference_ppl,
         model: manifest.model.clone(),

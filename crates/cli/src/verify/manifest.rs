@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::thresholds::Thresholds;
 
 /// Version of the verify bundle layout (`schema_version` of `environment.json` and
-/// `summary.json`).
-pub const SCHEMA_VERSION: u32 = 1;
+/// `summary.json`): 6 (this round's one new layout number, shared with bench) since a step
+/// `--keep-going` recorded as failed is in the manifest; 1 before.
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The `kind` of a verify bundle's `environment.json` and `summary.json`.
 pub const KIND: &str = "verify";
@@ -59,6 +60,10 @@ pub struct StepFiles {
     pub stderr: String,
     /// The shim's status file, for arms with the shim.
     pub status: Option<String>,
+    /// Why the step failed, when `--keep-going` recorded it as failed (schema 6): its raw
+    /// files hold no result and are not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// One arm of a verify bundle.
@@ -178,6 +183,7 @@ mod tests {
             stdout: stdout.into(),
             stderr: "raw/stock-perplexity.stderr".into(),
             status: None,
+            failed: None,
         };
         let mut m = Manifest {
             model: "m.gguf".into(),

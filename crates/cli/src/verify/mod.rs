@@ -7,20 +7,20 @@
 //! CPU. Each arm gets a verdict: `equivalent`, `different` (naming each threshold crossed) or
 //! `not run`. The steps of a run, in order:
 //!
+//! verify is an experiment of [`crate::experiment`], which forwards signals, applies the one
+//! rule for failed runs, leaves the INCOMPLETE note and reports errors; what is verify's own:
+//!
 //! - [`plan`]: the tools, arms, reference, text and each tool's arguments, checked first.
-//! - [`runner`]: the steps of every arm, the reference first.
+//! - [`runner`]: the experiment: the steps of every arm, the reference first.
 //! - [`derive`]: each step's output read back, and the verdicts ([`thresholds`]).
 //! - [`seal`]: `summary.json` ([`summary`]), `report.md` ([`render`]), `environment.json`
-//!   ([`record`]) and `SHA256SUMS`; [`incomplete`]: the note a stopped run leaves instead.
+//!   ([`record`]) and `SHA256SUMS`.
 //! - [`base`]: the saved logits and the description capshim writes beside them.
 //! - [`manifest`]: what a bundle's derived files come from; [`check`]: `capshim report` on it.
-//! - [`error`]: why a run stopped.
 
 pub mod base;
 pub mod check;
 pub mod derive;
-mod error;
-mod incomplete;
 pub mod manifest;
 pub mod plan;
 mod record;

@@ -210,6 +210,8 @@ pub struct Plan {
     pub dylib: Option<PathBuf>,
     /// Compare arms whose shim did not activate.
     pub allow_inactive: bool,
+    /// Record a failed step as failed and go on (`--keep-going`).
+    pub keep_going: bool,
     /// The limits of `equivalent`.
     pub thresholds: Thresholds,
     /// The bundle directory, or `None` for a new dated one.

@@ -1,34 +1,23 @@
-//! What a verify bundle's `environment.json` records: the machine, the files with their
-//! checksums, the arms, every process run, and the [`Manifest`] its derived files come from.
+//! What a verify bundle's `environment.json` records: the header and the machine
+//! ([`crate::experiment::record`]), the files with their checksums, the arms, every process
+//! run, and the [`Manifest`] its derived files come from.
 
 use serde::Serialize;
 
-use super::manifest::{KIND, Manifest, SCHEMA_VERSION, Step};
+use super::manifest::{Manifest, Step};
 use crate::arms::Arm;
-use crate::bench::environment::Machine;
 use crate::bundle::identity::FileId;
-use crate::launch::environment::EnvChange;
+use crate::experiment::record::{Header, Process};
 
-/// One process of a verify run.
-#[derive(Clone, Debug, Serialize)]
-pub struct StepRecord {
-    /// The arm.
-    pub arm: String,
+/// Where in a verify run a process ran: its step.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StepAt {
     /// The step.
     pub step: Step,
-    /// Program and arguments, exactly as run.
-    pub argv: Vec<String>,
-    /// The same as one shell-quoted line, with the variables set.
-    pub command_line: String,
-    /// The environment change.
-    pub env: EnvChange,
-    /// Exit code (`null` when killed by a signal).
-    pub exit_code: Option<i32>,
-    /// Wall time, in seconds.
-    pub seconds: f64,
-    /// UTC start time.
-    pub started_utc: String,
 }
+
+/// One process of a verify run.
+pub type StepRecord = Process<StepAt>;
 
 /// The files a verify run used.
 #[derive(Serialize)]
@@ -59,18 +48,9 @@ fn tools_as_object<S: serde::Serializer>(
 /// The whole of a verify bundle's `environment.json`.
 #[derive(Serialize)]
 pub struct Environment<'a> {
-    /// Layout version.
-    pub schema_version: u32,
-    /// `verify`.
-    pub kind: &'static str,
-    /// capshim's version.
-    pub capshim_version: &'static str,
-    /// When the run started, UTC.
-    pub started_utc: String,
-    /// When it finished, UTC.
-    pub finished_utc: String,
-    /// The machine.
-    pub machine: Machine,
+    /// Layout, kind, capshim's version, times, the machine.
+    #[serde(flatten)]
+    pub header: Header,
     /// `DYLD_INSERT_LIBRARIES` or `LD_PRELOAD`.
     pub injection_variable: &'static str,
     /// The files.
@@ -81,9 +61,4 @@ pub struct Environment<'a> {
     pub steps: &'a [StepRecord],
     /// What the derived files come from.
     pub verify: &'a Manifest,
-}
-
-impl Environment<'_> {
-    /// The layout version and kind.
-    pub const HEADER: (u32, &'static str) = (SCHEMA_VERSION, KIND);
 }

@@ -1,59 +1,104 @@
-//! Runs a verify plan: the reference arm first (it saves the base), then every other arm, each
-//! through its steps (llama-perplexity, llama-completion, test-backend-ops) with the shim
-//! injected only into arms with a profile; then seals the bundle. A failure or a signal leaves
-//! the bundle unsealed with an INCOMPLETE note.
+//! The verify experiment on the experiment layer: the reference arm first (it saves the base),
+//! then every other arm, each through its steps (llama-perplexity, llama-completion,
+//! test-backend-ops) with the shim injected only into arms with a profile; then the seal. A
+//! failure or a signal leaves the bundle unsealed with an INCOMPLETE note (and removes a
+//! half-written base).
 
 use std::path::{Path, PathBuf};
 
 use super::derive::{StepResult, read_step};
-use super::error::{VerifyError, io};
-use super::incomplete::{Progress, interrupted, write_incomplete};
 use super::manifest::{ManifestArm, Step, StepFiles};
 use super::plan::{BUILTIN_TEXT, Plan, Reference, Text};
-use super::record::StepRecord;
+use super::record::{StepAt, StepRecord};
 use super::seal::{Outcome, Prepared, seal, write_sidecar};
-use crate::bundle::{self, RAW_DIR, time};
-use crate::launch::child::{self, ChildError};
-use crate::launch::signals::Forwarder;
+use crate::bundle::RAW_DIR;
+use crate::experiment::record::Process;
+use crate::experiment::tool::{Failure, ToolRun, what_to_check};
+use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io};
+use crate::llama::closing;
+
+/// How verify speaks of itself.
+pub const WORDS: Words = Words {
+    command: "verify",
+    unit: "step",
+    running: "the running llama.cpp tool",
+    tool_option: "--llama-dir",
+    fix: "the model, the llama.cpp arguments after `--`",
+    prefix: "capshim-verify",
+};
+
+/// A verify run of a [`Plan`].
+struct Verify<'a> {
+    plan: &'a Plan,
+    /// The files, identified before the bundle exists.
+    prepared: Option<Prepared>,
+    /// A base being written with `--save-base` whose description is not written yet: removed
+    /// when the run stops, so that no half-written base is left to be compared with.
+    partial_base: Option<PathBuf>,
+}
 
 /// Runs the plan and writes the bundle.
 ///
 /// # Errors
-/// When a tool cannot start, fails or prints no result, the reference's shim did not activate,
-/// a signal stops the run, or the bundle cannot be written. Raw files written so far stay in
-/// the bundle directory, which the error names.
-pub fn run(plan: &Plan) -> Result<Outcome, VerifyError> {
-    let started = time::now();
-    // Before anything else: a signal from now on stops the run cleanly.
-    let signals = Forwarder::start_with(true)
-        .map_err(io("cannot catch signals for", Path::new("capshim verify")))?;
-    let prepared = Prepared::new(plan, &|| signals.received())?;
-    if let Some(number) = signals.received() {
-        return Err(interrupted(number));
-    }
-    let dir = bundle::create_named(plan.output.as_deref(), "capshim-verify")?;
-    let mut progress = Progress::default();
-    run_in(plan, &prepared, &dir, started, &signals, &mut progress).map_err(|e| {
-        let removed = progress
-            .partial_base
-            .as_ref()
-            .filter(|p| std::fs::remove_file(p).is_ok());
-        let _ = write_incomplete(&dir, &progress, &e, removed.map(PathBuf::as_path));
-        VerifyError::Stopped {
-            dir: dir.clone(),
-            source: Box::new(e),
-        }
+/// When a tool cannot start, fails (without `--keep-going`) or prints no result, the
+/// reference's shim did not activate, a signal stops the run, or the bundle cannot be written.
+/// Raw files written so far stay in the bundle directory, which the error names.
+pub fn run(plan: &Plan) -> Result<Outcome, ExperimentError> {
+    experiment::run(&mut Verify {
+        plan,
+        prepared: None,
+        partial_base: None,
     })
+}
+
+impl Experiment for Verify<'_> {
+    type Sealed = Outcome;
+
+    fn words(&self) -> Words {
+        WORDS
+    }
+
+    fn derived(&self) -> &'static [&'static str] {
+        &["summary.json", "report.md"]
+    }
+
+    fn output(&self) -> Option<&Path> {
+        self.plan.output.as_deref()
+    }
+
+    fn keep_going(&self) -> bool {
+        self.plan.keep_going
+    }
+
+    fn before(&mut self, stop: &dyn Fn() -> Option<i32>) -> Result<(), ExperimentError> {
+        self.prepared = Some(Prepared::new(self.plan, stop)?);
+        Ok(())
+    }
+
+    fn run_in(&mut self, dir: &Path, cx: &mut Context) -> Result<Outcome, ExperimentError> {
+        let prepared = self.prepared.take().expect("prepared before the bundle");
+        run_in(self.plan, &prepared, dir, cx, &mut self.partial_base)
+    }
+
+    fn on_stop(&mut self) -> Option<String> {
+        let removed = self
+            .partial_base
+            .take()
+            .filter(|p| std::fs::remove_file(p).is_ok())?;
+        Some(format!(
+            "The base being saved, {}, was incomplete and has been removed.",
+            removed.display()
+        ))
+    }
 }
 
 fn run_in(
     plan: &Plan,
     prepared: &Prepared,
     dir: &Path,
-    started: u64,
-    signals: &Forwarder,
-    progress: &mut Progress,
-) -> Result<Outcome, VerifyError> {
+    cx: &mut Context,
+    partial_base: &mut Option<PathBuf>,
+) -> Result<Outcome, ExperimentError> {
     let dir = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
     let work = tempfile::Builder::new()
         .prefix("capshim-verify-")
@@ -81,8 +126,8 @@ fn run_in(
         .chain(plan.kernels.as_ref().map(|_| Step::Kernels))
         .collect();
     let order = plan.order();
-    progress.work.total = (order.len() * steps.len()) as u64;
-    let mut records = Vec::new();
+    cx.progress.total = (order.len() * steps.len()) as u64;
+    let mut records: Vec<StepRecord> = Vec::new();
     let inherited: Vec<String> = std::env::vars_os()
         .map(|(k, _)| k.to_string_lossy().into_owned())
         .collect();
@@ -97,9 +142,7 @@ fn run_in(
             steps: Vec::new(),
         });
         for &step in &steps {
-            if let Some(number) = signals.received() {
-                return Err(interrupted(number));
-            }
+            cx.check_signals()?;
             let stem = format!("{RAW_DIR}/{}-{}", arm.name, step.name());
             let files = StepFiles {
                 step,
@@ -109,6 +152,7 @@ fn run_in(
                     .profile
                     .is_some()
                     .then(|| format!("{stem}.status.jsonl")),
+                failed: None,
             };
             let status_path = files.status.as_ref().map(|s| dir.join(s));
             if let Some(p) = &status_path {
@@ -122,7 +166,7 @@ fn run_in(
             let (tool, args) = match step {
                 Step::Perplexity => {
                     if is_reference && plan.save_base.is_some() {
-                        progress.partial_base = Some(base_path.clone());
+                        *partial_base = Some(base_path.clone());
                     }
                     (
                         plan.tools.perplexity.clone(),
@@ -139,125 +183,136 @@ fn run_in(
                 ),
             };
             let label = format!("arm {}: {} ({})", arm.name, step.tool(), files.stdout);
-            eprintln!(
+            crate::term::line(format!(
                 "capshim: verify: {label} [{}/{}]",
-                progress.work.finished.len() + 1,
-                progress.work.total
-            );
-            progress.work.start(label.clone());
-            let mut argv = vec![tool.display().to_string()];
-            argv.extend(args.iter().cloned());
-            let finished = child::run(
-                &tool,
-                &args,
-                &env,
-                &dir.join(&files.stdout),
-                &dir.join(&files.stderr),
-                signals,
-            )
-            .map_err(|e| match e {
-                ChildError::Create { path, source } => io("cannot create", &path)(source),
-                ChildError::Spawn { program, source } => VerifyError::Spawn {
-                    tool: step.tool(),
-                    path: program,
-                    source,
-                },
-                ChildError::Wait { program, source } => io("cannot wait for", &program)(source),
-                ChildError::Interrupted(number) => interrupted(number),
-            })?;
-            progress.work.ended();
-            records.push(StepRecord {
-                arm: arm.name.clone(),
-                step,
-                command_line: child::command_line(&env, &argv),
-                argv,
-                env,
-                exit_code: finished.status.code(),
-                seconds: finished.seconds,
-                started_utc: time::iso(finished.started),
-            });
+                cx.progress.finished.len() + 1,
+                cx.progress.total
+            ));
+            cx.progress.start(label.clone());
+            let (stdout, stderr) = (dir.join(&files.stdout), dir.join(&files.stderr));
+            let run = ToolRun {
+                tool: step.tool(),
+                program: &tool,
+                args: &args,
+                env: &env,
+                stdout: &stdout,
+                stderr: &stderr,
+            };
+            let finished = cx.run_tool(&run)?;
+            let mut record = Process::new(&arm.name, StepAt { step }, run.argv(), env, &finished);
             // test-backend-ops exits 1 when a test failed: a result, read below.
             let result_exit = finished.status.success()
                 || (step == Step::Kernels && finished.status.code() == Some(1));
-            if !result_exit {
-                return Err(failed(
-                    &dir,
-                    &files,
-                    arm.name.clone(),
-                    step,
-                    finished.status,
-                ));
+            // A step fails when its tool exits non-zero (test-backend-ops' 1 with a result
+            // aside) or is killed, when its output gives no result, or when it is cut short
+            // (exit status 0 alone does not say it ran to its end: llama::closing).
+            let mut outcome = Err(finished.status.to_string());
+            if result_exit {
+                let marm = manifest.arms.last_mut().expect("pushed above");
+                marm.steps.push(files.clone());
+                let marm = manifest.arms.last().expect("pushed above");
+                outcome = match read_step(&dir, &manifest, marm, &files) {
+                    Ok(r) => complete(plan, step, is_reference, &stdout, &stderr).map(|()| r),
+                    Err(_) if !finished.status.success() => Err(format!(
+                        "{}, and its output gives no result",
+                        finished.status
+                    )),
+                    Err(e) => Err(e.to_string()),
+                };
+                if outcome.is_err() {
+                    manifest.arms.last_mut().expect("pushed above").steps.pop();
+                }
             }
-            let marm = manifest.arms.last_mut().expect("pushed above");
-            marm.steps.push(files.clone());
+            let result = match outcome {
+                Ok(result) => result,
+                Err(reason) => {
+                    cx.failed(Failure {
+                        tool: step.tool(),
+                        arm: arm.name.clone(),
+                        what: format!("arm {}", arm.name),
+                        reason: reason.clone(),
+                        stderr,
+                    })?;
+                    // --keep-going: the step is recorded as failed; a failed reference leaves
+                    // nothing to compare with, so no other arm runs.
+                    record.failed = Some(reason.clone());
+                    records.push(record);
+                    let marm = manifest.arms.last_mut().expect("pushed above");
+                    marm.steps.push(StepFiles {
+                        failed: Some(reason),
+                        ..files
+                    });
+                    continue;
+                }
+            };
+            records.push(record);
+            let result: StepResult = result;
             let marm = manifest.arms.last().expect("pushed above");
-            let result: StepResult = read_step(&dir, &manifest, marm, &files)?;
-            progress.work.finish();
+            cx.progress.finish();
             if let Some(why) = result.inactive(step).filter(|_| !plan.allow_inactive) {
                 if is_reference {
-                    return Err(VerifyError::ReferenceInactive {
+                    return Err(ExperimentError::ReferenceInactive {
                         arm: arm.name.clone(),
                         why,
                         check: result
                             .activation
                             .as_ref()
-                            .map(|a| {
-                                a.what_to_check(
-                                    crate::launch::Os::current().injection_var(),
-                                    &plan
-                                        .dylib
-                                        .as_deref()
-                                        .map(|d| d.display().to_string())
-                                        .unwrap_or_default(),
-                                )
-                            })
+                            .map(|a| what_to_check(a, plan.dylib.as_deref()))
                             .unwrap_or_default(),
                     });
                 }
-                eprintln!(
+                crate::term::line(format!(
                     "capshim: verify: arm {} is not run further: {why}",
                     arm.name
-                );
-                progress.work.total -= (steps.len() - marm.steps.len()) as u64;
+                ));
+                cx.progress.total -= (steps.len() - marm.steps.len()) as u64;
                 break;
             }
         }
-        if is_reference && let Some(path) = &plan.save_base {
+        let reference_failed = is_reference && cx.arm_failed(&arm.name);
+        if is_reference
+            && !reference_failed
+            && let Some(path) = &plan.save_base
+        {
             let record = write_sidecar(plan, prepared, &dir, &manifest, path)?;
-            progress.partial_base = None;
+            *partial_base = None;
             manifest.base = Some(record);
         }
+        if reference_failed {
+            if let Some(base) = partial_base.take() {
+                let _ = std::fs::remove_file(base);
+            }
+            crate::term::warning(format!(
+                "the reference arm {} failed: nothing can be compared with it, so no other arm \
+                 is run",
+                arm.name
+            ));
+            break;
+        }
     }
-    if let Some(number) = signals.received() {
-        return Err(interrupted(number));
-    }
+    cx.check_signals()?;
     drop(work);
-    seal(plan, prepared, &dir, started, &manifest, &records)
+    seal(plan, prepared, &dir, cx.started, &manifest, &records)
 }
 
-/// The error for a tool that exited without a result.
-fn failed(
-    dir: &Path,
-    files: &StepFiles,
-    arm: String,
+/// Whether a step's tool ran to its end, from its closing lines ([`closing`]): the reason
+/// when it did not.
+fn complete(
+    plan: &Plan,
     step: Step,
-    status: std::process::ExitStatus,
-) -> VerifyError {
-    let stderr_path = dir.join(&files.stderr);
-    let stderr = std::fs::read(&stderr_path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    VerifyError::ToolFailed {
-        tool: step.tool(),
-        arm,
-        status: status.to_string(),
-        stderr: stderr_path,
-        tail: if tail.is_empty() {
-            "(nothing)".to_string()
-        } else {
-            tail.join("\n  ")
-        },
+    is_reference: bool,
+    stdout: &Path,
+    stderr: &Path,
+) -> Result<(), String> {
+    let read = |path: &Path| {
+        std::fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    match step {
+        // The reference arm saves the base; every other perplexity run compares with it.
+        Step::Perplexity => closing::perplexity(!is_reference, &read(stdout), &read(stderr)),
+        Step::Greedy => closing::completion(plan.greedy.n_predict, &read(stdout), &read(stderr)),
+        Step::Kernels => Ok(()),
     }
 }

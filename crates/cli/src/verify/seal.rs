@@ -4,34 +4,41 @@
 //! raw files, `environment.json`, `SHA256SUMS`.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use super::base::{self, GreedyText, SIDECAR_FORMAT, Sidecar, sidecar_path};
 use super::derive::{self, Output, read_step};
-use super::error::{VerifyError, io};
 use super::manifest::{BaseRecord, Manifest};
+use super::manifest::{KIND, SCHEMA_VERSION};
 use super::plan::{BUILTIN_TEXT, Plan, Reference, Text};
 use super::record::{Environment, Files, StepRecord};
 use super::render;
 use super::summary::Summary;
-use crate::bench::environment;
 use crate::bundle::identity::{FileId, file_id, identify};
 use crate::bundle::{self, RAW_DIR, time};
+use crate::experiment::machine;
+use crate::experiment::record::Header;
+use crate::experiment::seal::{Sealed, SealedBundle};
+use crate::experiment::{ExperimentError, io};
 use crate::launch::Os;
 use crate::llama::backend_ops::BackendOps;
 
 /// The result of a verify run.
 pub struct Outcome {
-    /// The bundle directory.
-    pub dir: PathBuf,
+    /// The bundle and its reports.
+    pub bundle: SealedBundle,
     /// The summary.
     pub summary: Summary,
-    /// `report.md`'s text.
-    pub markdown: String,
-    /// `summary.json`'s text.
-    pub summary_json: String,
+    /// Whether the reference arm failed (`--keep-going`): nothing was compared.
+    pub reference_failed: bool,
+}
+
+impl Sealed for Outcome {
+    fn bundle(&self) -> &SealedBundle {
+        &self.bundle
+    }
 }
 
 /// The files of a run, identified before it starts.
@@ -58,7 +65,7 @@ impl Prepared {
     ///
     /// # Errors
     /// When a file cannot be read, or a signal stopped the hashing.
-    pub fn new(plan: &Plan, stop: &dyn Fn() -> Option<i32>) -> Result<Prepared, VerifyError> {
+    pub fn new(plan: &Plan, stop: &dyn Fn() -> Option<i32>) -> Result<Prepared, ExperimentError> {
         let (model, _) = identify(&plan.model, "model", stop)?;
         let text = match &plan.text {
             Text::File(path) => file_id(path)?,
@@ -120,7 +127,7 @@ impl Prepared {
     ///
     /// # Errors
     /// When the description cannot be copied.
-    pub fn manifest(&self, plan: &Plan, dir: &Path) -> Result<Manifest, VerifyError> {
+    pub fn manifest(&self, plan: &Plan, dir: &Path) -> Result<Manifest, ExperimentError> {
         let base = match (&plan.reference, &self.base) {
             (Reference::Base { path, sidecar, .. }, Some(id)) => {
                 let copied = match sidecar {
@@ -180,8 +187,8 @@ pub fn write_sidecar(
     dir: &Path,
     manifest: &Manifest,
     path: &Path,
-) -> Result<BaseRecord, VerifyError> {
-    let header = base::read_header(path)?;
+) -> Result<BaseRecord, ExperimentError> {
+    let header = base::read_header(path).map_err(ExperimentError::derive)?;
     let base = file_id(path)?;
     let arm = manifest.arms.last().expect("the reference ran");
     let mut sidecar = Sidecar {
@@ -195,12 +202,15 @@ pub fn write_sidecar(
         text: manifest.text.clone(),
         text_sha256: prepared.text.sha256.clone(),
         arm: arm.name.clone(),
-        machine: serde_json::to_value(environment::collect()).unwrap_or_default(),
+        machine: serde_json::to_value(machine::collect()).unwrap_or_default(),
         greedy: None,
         kernel_tests: None,
     };
     for files in &arm.steps {
-        match read_step(dir, manifest, arm, files)?.output {
+        match read_step(dir, manifest, arm, files)
+            .map_err(ExperimentError::derive)?
+            .output
+        {
             Output::Greedy(text) => {
                 let g = &plan.greedy;
                 sidecar.greedy = Some(GreedyText {
@@ -214,7 +224,7 @@ pub fn write_sidecar(
             _ => {}
         }
     }
-    let json = serde_json::to_string_pretty(&sidecar).map_err(|source| VerifyError::Json {
+    let json = serde_json::to_string_pretty(&sidecar).map_err(|source| ExperimentError::Json {
         what: "the base's description",
         source,
     })? + "\n";
@@ -226,12 +236,12 @@ pub fn write_sidecar(
         .map_err(io("cannot create (it is never overwritten)", &to))?;
     file.write_all(json.as_bytes())
         .map_err(io("cannot write", &to))?;
-    eprintln!(
+    crate::term::line(format!(
         "capshim: verify: saved the base {} ({} bytes) and its description {}",
         path.display(),
         base.bytes,
         to.display()
-    );
+    ));
     Ok(BaseRecord {
         path: path.display().to_string(),
         bytes: base.bytes,
@@ -254,8 +264,8 @@ pub fn seal(
     started: u64,
     manifest: &Manifest,
     records: &[StepRecord],
-) -> Result<Outcome, VerifyError> {
-    let summary = derive::derive(dir, manifest)?;
+) -> Result<Outcome, ExperimentError> {
+    let summary = derive::derive(dir, manifest, SCHEMA_VERSION).map_err(ExperimentError::derive)?;
     let summary_json = pretty("summary.json", &summary)?;
     let markdown = render::markdown(&summary);
     let mut tools = vec![
@@ -265,14 +275,8 @@ pub fn seal(
     if let Some(path) = &plan.tools.backend_ops {
         tools.push(("test-backend-ops", file_id(path)?));
     }
-    let (schema_version, kind) = Environment::HEADER;
     let env = Environment {
-        schema_version,
-        kind,
-        capshim_version: env!("CARGO_PKG_VERSION"),
-        started_utc: time::iso(started),
-        finished_utc: time::iso(time::now()),
-        machine: environment::collect(),
+        header: Header::now(KIND, SCHEMA_VERSION, started),
         injection_variable: Os::current().injection_var(),
         files: Files {
             model: prepared.model.clone(),
@@ -294,17 +298,24 @@ pub fn seal(
         std::fs::write(&path, text).map_err(io("cannot write", &path))?;
     }
     bundle::write_sums(dir)?;
+    let reference_failed = manifest
+        .arms
+        .iter()
+        .any(|a| a.name == manifest.reference && a.steps.iter().any(|f| f.failed.is_some()));
     Ok(Outcome {
-        dir: dir.to_path_buf(),
+        reference_failed,
+        bundle: SealedBundle {
+            dir: dir.to_path_buf(),
+            markdown,
+            summary_json,
+        },
         summary,
-        markdown,
-        summary_json,
     })
 }
 
 /// `value` as pretty JSON with a final newline.
-fn pretty<T: serde::Serialize>(what: &'static str, value: &T) -> Result<String, VerifyError> {
+fn pretty<T: serde::Serialize>(what: &'static str, value: &T) -> Result<String, ExperimentError> {
     serde_json::to_string_pretty(value)
         .map(|s| s + "\n")
-        .map_err(|source| VerifyError::Json { what, source })
+        .map_err(|source| ExperimentError::Json { what, source })
 }

@@ -240,8 +240,10 @@ pub fn samples_with_median(median: f64, n: usize) -> Vec<f64> {
 /// (`-r` samples each: 100, 101, 99... tokens/s without the shim variables, ten times that with
 /// them), ggml-metal device lines on stderr, and, when `FAKE_HOOK=1` and the shim variables are
 /// set, the shim's `hooked` line and status event. Each run appends `stock` or `unlocked` (and
-/// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail.
+/// whether the injection variable was set) to `$FAKE_LOG` when set. `FAKE_FAIL=1` makes it fail;
+/// `FAKE_FAIL_ARM=stock` (or `unlocked`) only in runs without (or with) the shim variables.
 /// `FAKE_TOUCH=PATH` appends a line to PATH in each run (a model changing under the bench).
+/// `FAKE_TRUNCATE=1` stops after the first result, exit 0, its JSON array left open.
 /// `FAKE_GARBLE=1` writes the model file name as llama-bench does for `modèle.gguf` (its JSON
 /// escapes each byte above 0x7f as a truncated `\uffff` and a stray `f`).
 /// With `FAKE_HANG=PATH`, the first run finishes and every later one prints a truncated `[`,
@@ -276,6 +278,7 @@ fi
 scale=1; arm=stock
 if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then scale=10; arm=unlocked; fi
 [ -n "$FAKE_LOG" ] && echo "$arm inject=${INJECT:-none}" >> "$FAKE_LOG"
+if [ "$FAKE_FAIL_ARM" = "$arm" ]; then echo "error: failed to load model in the $arm arm" >&2; exit 1; fi
 echo "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" >&2
 if [ "$arm" = unlocked ] && [ "$FAKE_HOOK" = 1 ]; then
   echo "capshim: active in llama-bench (pid $$): apple_family_max=$CAPSHIM_APPLE_FAMILY_MAX (Apple9) max_threadgroup_memory=$CAPSHIM_MAX_THREADGROUP_MEMORY recommended_working_set_size=unchanged scope=children" >&2
@@ -305,6 +308,7 @@ row() {
 echo "["
 row "$p" 0 10
 echo ","
+[ "$FAKE_TRUNCATE" = 1 ] && exit 0
 row 0 "$n" 1
 echo "]"
 "#

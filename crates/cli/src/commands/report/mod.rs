@@ -344,7 +344,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             header.kind.name(),
             header.version_text()
         ),
-        Opened::Bench(_) => unreachable!("bench bundles of this layout are combined"),
+        Opened::Bench(..) => unreachable!("bench bundles of this layout are combined"),
     };
     if args.bundles.len() > 1
         || !args.arms.is_empty()
@@ -400,7 +400,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             out(&format!("{mark}\n{text}"))?;
             return Ok(ExitCode::from(EXIT_UNVERIFIED));
         }
-        Opened::Bench(_) => unreachable!("handled above"),
+        Opened::Bench(..) => unreachable!("handled above"),
     };
     out(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -420,14 +420,29 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut bundles = Vec::new();
+    let mut layouts = Vec::new();
     for dir in &args.bundles {
         match open(dir, signers.as_ref(), args.as_written)? {
-            Opened::Bench(manifest) => bundles.push((dir.clone(), manifest)),
+            Opened::Bench(manifest, schema) => {
+                bundles.push((dir.clone(), manifest));
+                layouts.push(schema);
+            }
             other => return report_alone(args, dir, other),
         }
     }
+    let only_bundle = layouts.len() == 1 && files.is_empty();
     let arms = arm_inputs(args, &bundles, files)?;
-    let summary = analyze(&arms)?;
+    let mut summary = analyze(&arms)?;
+    // One bundle alone is shown as its own layout derives it (its summary.json's number).
+    if only_bundle {
+        summary.schema_version = layouts[0];
+    }
+    // As the bundle's own derivation says it: its runs --keep-going recorded as failed.
+    for (_, manifest) in &bundles {
+        summary
+            .warnings
+            .extend(crate::bench::derive::failed_runs(manifest));
+    }
     let exporter: Box<dyn Exporter> = if args.json {
         Box::new(Json)
     } else if args.csv {

@@ -23,8 +23,9 @@ pub struct Signers<'a> {
 
 /// A bundle that passed every check this capshim can make.
 pub enum Opened {
-    /// A bench bundle of this capshim's layout: its manifest (its derived files match).
-    Bench(Manifest),
+    /// A bench bundle of a layout this capshim derives: its manifest (its derived files
+    /// match) and its layout.
+    Bench(Manifest, u32),
     /// A verify bundle of this capshim's layout: its `report.md` and `summary.json`.
     Verify {
         /// `report.md`.
@@ -66,11 +67,11 @@ pub fn open(
             let said = sign::verify(dir, s.file, s.identity)?;
             crate::term::note(format!("{}: {said}", dir.display()));
         }
-        None if dir.join(SIG_FILE).is_file() => eprintln!(
+        None if dir.join(SIG_FILE).is_file() => crate::term::line(format!(
             "capshim: note: {} is signed ({SIG_FILE}); give --allowed-signers FILE --identity ID \
              to check who signed it",
             dir.display()
-        ),
+        )),
         None => {}
     }
     let header = schema::read_header(dir)?;
@@ -82,9 +83,13 @@ pub fn open(
         };
     }
     Ok(match header.kind {
-        Kind::Bench => Opened::Bench(bench::check::check(dir)?.0),
+        Kind::Bench => {
+            let schema = header.schema_version.expect("a derivable layout");
+            Opened::Bench(bench::check::check(dir, schema)?.0, schema)
+        }
         Kind::Verify => {
-            let (markdown, summary_json) = verify::check::check(dir)?;
+            let (markdown, summary_json) =
+                verify::check::check(dir, header.schema_version.expect("a derivable layout"))?;
             Opened::Verify {
                 markdown,
                 summary_json,

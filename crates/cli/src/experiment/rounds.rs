@@ -5,9 +5,16 @@
 //! processes lands on either arm alike, and the interval (`analysis::interval`) owes its level
 //! to exactly that. A fixed pattern (AB AB BA BA, ABBA) could fall in step with a disturbance of
 //! the machine and hand one arm its slow slots for a whole bench.
+//!
+//! [`run_rounds`] runs every slot in that order, with a progress bar (or a line a run where
+//! stderr is not a terminal), stopping before the next run when a signal came.
 
+use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
 use rand::seq::SliceRandom;
+
+use super::Context;
+use super::error::ExperimentError;
 
 /// One run of one arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +33,42 @@ pub fn interleave<R: Rng>(arms: usize, rounds: u32, mut rng: R) -> impl Iterator
         order.shuffle(&mut rng);
         order.into_iter().map(move |arm| Slot { round, arm })
     })
+}
+
+/// Runs `one` for every slot of `arms` (their names) over `rounds` rounds, each round in a
+/// random order; progress on stderr.
+///
+/// # Errors
+/// [`ExperimentError::Interrupted`] when a signal came before a run; whatever `one` returns.
+pub fn run_rounds(
+    cx: &mut Context,
+    arms: &[String],
+    rounds: u32,
+    mut one: impl FnMut(&mut Context, Slot) -> Result<(), ExperimentError>,
+) -> Result<(), ExperimentError> {
+    cx.progress.total = arms.len() as u64 * u64::from(rounds);
+    let bar = ProgressBar::new(cx.progress.total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}  ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    for slot in interleave(arms.len(), rounds, rand::rng()) {
+        if let Err(e) = cx.check_signals() {
+            bar.finish_and_clear();
+            return Err(e);
+        }
+        let message = format!("arm {}, round {}/{rounds}", arms[slot.arm], slot.round);
+        bar.set_message(message.clone());
+        if bar.is_hidden() {
+            crate::term::line(format!("capshim: {}: {message}", cx.words.command));
+        }
+        one(cx, slot).inspect_err(|_| bar.finish_and_clear())?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
 }
 
 #[cfg(test)]
