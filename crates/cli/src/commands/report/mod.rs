@@ -438,10 +438,14 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         summary.schema_version = layouts[0];
     }
     // As the bundle's own derivation says it: its runs --keep-going recorded as failed.
-    for (_, manifest) in &bundles {
-        summary
-            .warnings
-            .extend(crate::bench::derive::failed_runs(manifest));
+    for (dir, manifest) in &bundles {
+        for warning in crate::bench::derive::failed_runs(manifest) {
+            summary.warnings.push(if bundles.len() > 1 {
+                format!("{}: {warning}", dir.display())
+            } else {
+                warning
+            });
+        }
     }
     let exporter: Box<dyn Exporter> = if args.json {
         Box::new(Json)
