@@ -20,7 +20,7 @@ status=0
 # actionlint also runs shellcheck on every run: block of the workflows.
 "$venv/bin/actionlint" -shellcheck "$venv/bin/shellcheck" -pyflakes= || status=1
 "$venv/bin/zizmor" --offline --quiet --min-severity medium .github/workflows action.yml || status=1
-"$venv/bin/shellcheck" "${scripts[@]}" || status=1
+"$venv/bin/shellcheck" -x "${scripts[@]}" || status=1
 if [[ $status == 0 ]]; then
   echo "lint.sh: actionlint, zizmor and shellcheck clean (${#scripts[@]} scripts)" >&2
 fi
