@@ -91,7 +91,7 @@ profile=${INPUT_PROFILE:-native}
 scope=${INPUT_SCOPE:-children}
 only=${INPUT_ONLY_PROCESS:-}
 output() { if [[ -n ${GITHUB_OUTPUT:-} ]]; then printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"; fi; }
-alternative="run the programs with \`capshim run --profile $profile -- PROGRAM ...\` in the step (capshim is on PATH)"
+alternative="run the programs with \`capshim run --profile $profile -- PROGRAM ...\` in the step; the action put capshim on PATH"
 
 refuse() {
   annotate_warning "capshim: not exported: $1; instead, $alternative"
@@ -138,9 +138,8 @@ if [[ $decision == "export guard" ]]; then lib=$dir/libcapshim_guard.dylib; else
 # The variables exactly as capshim sets them for a launchd job (capshim agent's plist).
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-agent_args=(--label capshim.github-action --skip-preflight --dylib "$lib" --profile "$profile" --scope "$scope")
-if [[ -n $only ]]; then agent_args+=(--only-process "$only"); fi
-"$capshim" agent "${agent_args[@]}" -- /usr/bin/true >"$tmp/agent.plist" 2>"$tmp/agent.stderr" \
+"$capshim" agent --label capshim.github-action --skip-preflight --dylib "$lib" --profile "$profile" \
+  --scope "$scope" ${only:+--only-process "$only"} -- /usr/bin/true >"$tmp/agent.plist" 2>"$tmp/agent.stderr" \
   || refuse "capshim agent refused the settings: $(tail -n 1 "$tmp/agent.stderr")"
 plutil -extract EnvironmentVariables json -o - "$tmp/agent.plist" \
   | jq -r 'to_entries[] | "\(.key)=\(.value)"' >"$tmp/vars"

@@ -36,7 +36,9 @@ fn plan(args: &[&str]) -> (BTreeMap<String, String>, PathBuf) {
     let map = text
         .lines()
         .map(|l| {
-            let (k, v) = l.split_once('=').unwrap_or_else(|| panic!("not KEY=VALUE: {l}"));
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("not KEY=VALUE: {l}"));
             (k.to_string(), v.to_string())
         })
         .collect();
@@ -57,12 +59,21 @@ fn metal_dry_run_turns_the_metal_back_end_on_at_the_same_version() {
     assert_eq!(cpu["LLAMA_PY_VERSION"], metal["LLAMA_PY_VERSION"]);
     assert_eq!(cpu["LLAMA_PY_SHA256"], metal["LLAMA_PY_SHA256"]);
     assert_eq!(cpu["TARGETS"], metal["TARGETS"]);
-    for t in ["llama-bench", "llama-perplexity", "llama-completion", "test-backend-ops"] {
+    for t in [
+        "llama-bench",
+        "llama-perplexity",
+        "llama-completion",
+        "test-backend-ops",
+    ] {
         assert!(metal["TARGETS"].split(' ').any(|x| x == t), "{t}");
     }
 
     let f = flags(&metal);
-    for want in ["-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON", "-DBUILD_SHARED_LIBS=OFF"] {
+    for want in [
+        "-DGGML_METAL=ON",
+        "-DGGML_METAL_EMBED_LIBRARY=ON",
+        "-DBUILD_SHARED_LIBS=OFF",
+    ] {
         assert!(f.contains(&want), "--metal lacks {want}: {f:?}");
     }
     assert!(!f.contains(&"-DGGML_METAL=OFF"), "{f:?}");
