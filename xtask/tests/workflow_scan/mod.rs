@@ -11,7 +11,7 @@
 //! first `--`, operator or redirection.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The repository's root: the first folder above this crate with `.ci/run`.
 pub fn repo() -> PathBuf {

@@ -13,6 +13,10 @@
 //! - config: fail-closed configuration, the status file and query logging.
 //! - scope: `CAPSHIM_SCOPE=process`, `CAPSHIM_ONLY_PROCESS`, a framework Python's re-exec.
 //! - model: the Apple-runtime model itself refuses what Apple's runtime refuses.
+//!
+//! Linux only: the simulated guest is built with GCC's Objective-C runtime. On a Mac,
+//! `tests/macos_native.rs` checks the real runtime and device,
+//! and a test there says that this suite did not run.
 #![cfg(target_os = "linux")]
 
 mod answers;
