@@ -189,3 +189,127 @@ fn progress_shows_the_first_percentage_then_waits_for_the_interval() {
     let (stderr, _) = progress("no percentages here\n", "0");
     assert_eq!(stderr, "");
 }
+
+/// `scripts/action/export.sh --decide OS SIP SHELL ARCHS SCOPE ONLY GUARD`.
+fn decide(facts: [&str; 7]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/action/export.sh"))
+        .arg("--decide")
+        .args(facts)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{facts:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn the_action_exports_only_where_sip_and_the_step_shell_make_it_safe_and_effective() {
+    let brew = "/opt/homebrew/bin/bash";
+    let apple = "/bin/bash";
+    let apple_archs = "x86_64 arm64e";
+    // Homebrew's bash (arm64) loads the library: the plain one with SIP on, the guard with
+    // SIP off, and nothing when the guard library is missing.
+    assert_eq!(
+        decide(["Darwin", "on", brew, "arm64", "children", "", "no"]),
+        "export plain"
+    );
+    assert_eq!(
+        decide(["Darwin", "off", brew, "arm64", "children", "", "yes"]),
+        "export guard"
+    );
+    let no_guard = decide(["Darwin", "off", brew, "arm64", "children", "", "no"]);
+    assert!(
+        no_guard.starts_with("refuse: ") && no_guard.contains("no guard library"),
+        "{no_guard}"
+    );
+    // Apple's shell: SIP on strips the variable, SIP off makes dyld terminate it, guard or not.
+    let stripped = decide(["Darwin", "on", apple, apple_archs, "children", "", "yes"]);
+    assert!(
+        stripped.contains("removes DYLD_INSERT_LIBRARIES"),
+        "{stripped}"
+    );
+    let killed = decide(["Darwin", "off", apple, apple_archs, "children", "", "yes"]);
+    assert!(
+        killed.contains("terminate") && killed.contains("guard cannot help"),
+        "{killed}"
+    );
+    // `shell: sh` is Apple's /bin/sh; a program outside Apple's folders without an arm64 slice
+    // cannot load the library either.
+    let sh = decide([
+        "Darwin",
+        "on",
+        "/bin/sh",
+        apple_archs,
+        "children",
+        "",
+        "yes",
+    ]);
+    assert!(
+        sh.starts_with("refuse: /bin/sh is one of Apple's programs"),
+        "{sh}"
+    );
+    let x86 = decide([
+        "Darwin",
+        "on",
+        "/usr/local/bin/bash",
+        "x86_64",
+        "children",
+        "",
+        "yes",
+    ]);
+    assert!(x86.starts_with("refuse: "), "{x86}");
+    // Unknown SIP, another system, scope=process without only-process, a non-POSIX shell.
+    for (facts, says) in [
+        (
+            ["Darwin", "unknown", brew, "arm64", "children", "", "yes"],
+            "unknown",
+        ),
+        (
+            [
+                "Linux",
+                "unknown",
+                "/usr/bin/bash",
+                "x86_64",
+                "children",
+                "",
+                "no",
+            ],
+            "not macOS",
+        ),
+        (
+            ["Darwin", "on", brew, "arm64", "process", "", "yes"],
+            "give only-process",
+        ),
+        (
+            [
+                "Darwin",
+                "on",
+                "/opt/homebrew/bin/pwsh",
+                "arm64",
+                "children",
+                "",
+                "yes",
+            ],
+            "not a POSIX shell",
+        ),
+        (["Darwin", "on", "", "", "children", "", "yes"], "not found"),
+    ] {
+        let got = decide(facts);
+        assert!(
+            got.starts_with("refuse: ") && got.contains(says),
+            "{facts:?}: {got}"
+        );
+    }
+    assert_eq!(
+        decide([
+            "Darwin",
+            "on",
+            brew,
+            "arm64",
+            "process",
+            "llama-bench",
+            "no"
+        ]),
+        "export plain"
+    );
+}
