@@ -3,8 +3,9 @@
 # the action's own source ($GITHUB_ACTION_PATH) with the runner's Rust, release profile, into
 # a target folder outside the workspace that the action caches.
 #
-# Usage: build.sh key     print `key=...` (for $GITHUB_OUTPUT): the cache key, from the
-#                         runner's system and Rust and a hash of the sources
+# Usage: build.sh key     print `restore=...` and `key=...` (for $GITHUB_OUTPUT): the cache
+#                         key, from the runner's system and Rust and a hash of the sources,
+#                         and the prefix of keys worth restoring (same system)
 #        build.sh build   build, put the folder on $GITHUB_PATH, print `capshim=` and `dir=`
 set -euo pipefail
 
@@ -24,8 +25,9 @@ case ${1:-} in
     # Relative paths, so the key does not depend on where the action was unpacked.
     sources=$(cd "$src" && find Cargo.toml Cargo.lock crates -type f ! -path '*/target/*' \
       | LC_ALL=C sort | xargs shasum -a 256 | shasum -a 256 | cut -c1-16)
-    printf 'key=capshim-action-%s-%s-%s-%s\n' "$(uname -s)" "$(uname -m)" \
-      "$(rustc --version | tr -c 'A-Za-z0-9.\n' '-')" "$sources"
+    prefix="capshim-action-$(uname -s)-$(uname -m)-"
+    echo "restore=$prefix"
+    echo "key=$prefix$(rustc --version | tr -c 'A-Za-z0-9.\n' '-')-$sources"
     ;;
   build)
     need_rust

@@ -202,4 +202,4 @@ output reason "$decision"
   echo
   echo "Only steps that run in \`$shell_path\` (\`shell: bash\`, the default) keep it; \`shell: sh\` and programs started through Apple's (\`/usr/bin/env\`, \`/bin/sh -c\`) do not."
   echo
-} >>"$(summary_file)"
+} | to_summary

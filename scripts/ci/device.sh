@@ -43,7 +43,7 @@ jq -rn --slurpfile s "$out/probe-stock.json" --slurpfile n "$out/probe-native.js
   ($s[0].families | keys_unsorted[] as $f
     | "| supportsFamily \($f) | \(v($s[0].families[$f])) | \(v($n[0].families[$f])) | \(v($a[0].families[$f])) |"),
   "| maxThreadgroupMemoryLength | \(v($s[0].max_threadgroup_memory)) | \(v($n[0].max_threadgroup_memory)) | \(v($a[0].max_threadgroup_memory)) |"
-' >>"$(summary_file)" 2>/dev/null || summary "(a probe printed no JSON: see the log)"
+' 2>/dev/null | to_summary || summary "(a probe printed no JSON: see the log)"
 summary ""
 
 # selftest: the claims of the default profile checked with Metal kernels on this GPU.

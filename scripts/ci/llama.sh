@@ -43,7 +43,7 @@ report() {
   local title=$1 bundle=$2 rc=$3
   summary "### $title ($label model, exit $rc)" ""
   if [[ -d $bundle ]]; then
-    capshim report "$bundle" >>"$(summary_file)" 2>&1 || summary "" "(capshim report refused the bundle: see the log)"
+    capshim report "$bundle" 2>&1 | to_summary || summary "" "(capshim report refused the bundle: see the log)"
   else
     summary "(no bundle was written: see the log)"
   fi

@@ -2,11 +2,13 @@
 # Helpers for the CI scripts (sourced, not run): where the job summary goes, and check lists
 # (capshim doctor's and selftest's --json shape) as Markdown tables.
 
-# The job summary: $GITHUB_STEP_SUMMARY on GitHub, stdout elsewhere.
-summary_file() { printf '%s' "${GITHUB_STEP_SUMMARY:-/dev/stdout}"; }
+# Appends stdin to the job summary: $GITHUB_STEP_SUMMARY on GitHub, stdout elsewhere.
+to_summary() {
+  if [[ -n ${GITHUB_STEP_SUMMARY:-} ]]; then cat >>"$GITHUB_STEP_SUMMARY"; else cat; fi
+}
 
 # Appends its arguments, one line each, to the job summary.
-summary() { printf '%s\n' "$@" >>"$(summary_file)"; }
+summary() { printf '%s\n' "$@" | to_summary; }
 
 # A Markdown table of FILE's "checks" ([{id, status, summary, fix, ...}]): one row per check.
 # Pipes in the text are escaped so that a summary cannot break the table.
