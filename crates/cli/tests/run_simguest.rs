@@ -4,6 +4,10 @@
 //!
 //! Needs the shim built: `cargo test --workspace` builds it; alone, run
 //! `cargo build -p capshim` first.
+//!
+//! Linux only: the simulated guest is built with GCC's Objective-C runtime. On a Mac,
+//! `tests/macos_native.rs` runs the shim in real processes on the real device,
+//! and a test there says that this suite did not run.
 #![cfg(target_os = "linux")]
 
 mod common;

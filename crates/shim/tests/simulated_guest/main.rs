@@ -15,6 +15,10 @@
 //! - quiet: quiet by default; scope by behaviour, whatever copy of the environment a process got.
 //! - threads: the environment while others read it; fork() while the install lock is held.
 //! - model: the Apple-runtime model itself refuses what Apple's runtime refuses.
+//!
+//! Linux only: the simulated guest is built with GCC's Objective-C runtime. On a Mac,
+//! `tests/macos_native.rs` checks the real runtime and device,
+//! and a test there says that this suite did not run.
 #![cfg(target_os = "linux")]
 
 mod answers;
