@@ -16,6 +16,11 @@
 //!      `-dead_strip_dylibs`; the CLI's sets `-dead_strip_dylibs` and links CoreGraphics
 //!      and Foundation as needed frameworks (no libiconv or libcharset).
 //!    - `SDKROOT` points at the stub SDK in `xtask/sdk/` (`crate::sdk`), not Xcode's.
+//!    - Reproducible: `CARGO_ENCODED_RUSTFLAGS` remaps the build machine's folders (the
+//!      workspace, the target directory and cargo's home, where the crates' sources are) to
+//!      fixed names ([`remap_flags`]), so that no path of this machine reaches the files
+//!      (panic locations name source files). Two clean builds in different folders give the
+//!      same bytes: `cargo xtask reproduce` checks it.
 //! 3. Each built file is copied into `dist/<target>/` through [`finish`]: its signature gets
 //!    the identifier it ships under and `LC_BUILD_VERSION` the SDK version its imports are
 //!    checked against, page hashes recomputed. (Not at link time: rustc re-signs the file
@@ -38,7 +43,8 @@ use anyhow::{Context, bail};
 use capshim_macho::Facts;
 
 use crate::{checks, link, sdk};
-use sums::{SUMS, check_sums, write_sums};
+pub(crate) use sums::SUMS;
+use sums::{check_sums, write_sums};
 
 /// The macOS target the artifacts are built for.
 pub const TARGET: &str = "aarch64-apple-darwin";
@@ -124,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn workspace_root() -> anyhow::Result<PathBuf> {
+pub(crate) fn workspace_root() -> anyhow::Result<PathBuf> {
     let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = xtask.parent().context("xtask has no parent directory")?;
     Ok(root.to_path_buf())
@@ -276,6 +282,10 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         .arg("-C")
         .arg(format!("link-arg={}", link::link_arg(TARGET)?))
         .env(link::ENV_TARGET, TARGET);
+    // Replaces any RUSTFLAGS of the caller: a dist build is the same on every machine.
+    command
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", remap_flags(root)?.join("\x1f"));
     let status = command.status().context("cannot run cargo-zigbuild")?;
     if !status.success() {
         bail!(
@@ -284,6 +294,36 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What the folders of this build are called inside the artifacts.
+const REMAPPED_WORKSPACE: &str = "/capshim";
+const REMAPPED_TARGET: &str = "/capshim-target";
+const REMAPPED_CARGO_HOME: &str = "/cargo";
+
+/// `--remap-path-prefix` flags for the workspace, the target directory (when it lies
+/// elsewhere) and cargo's home (`$CARGO_HOME`, else `~/.cargo`): rustc writes the remapped
+/// names wherever it would write a source path. The last matching flag wins, so the
+/// workspace comes after cargo's home (a cargo home inside the workspace stays `/cargo`).
+///
+/// # Errors
+/// When the home folder cannot be found (no `CARGO_HOME` and no `HOME`).
+fn remap_flags(root: &Path) -> anyhow::Result<Vec<String>> {
+    let cargo_home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").context("neither CARGO_HOME nor HOME is set")?)
+                .join(".cargo")
+        }
+    };
+    let remap = |from: &Path, to: &str| format!("--remap-path-prefix={}={to}", from.display());
+    let mut flags = vec![remap(&cargo_home, REMAPPED_CARGO_HOME)];
+    let target = target_dir(root);
+    if !target.starts_with(root) {
+        flags.push(remap(&target, REMAPPED_TARGET));
+    }
+    flags.push(remap(root, REMAPPED_WORKSPACE));
+    Ok(flags)
 }
 
 /// Copies a build output into dist through [`finish`] and a temporary file, with the build
@@ -405,6 +445,18 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_folders_are_remapped_workspace_last() {
+        let root = workspace_root().unwrap();
+        let flags = remap_flags(&root).unwrap();
+        assert!(flags[0].ends_with("=/cargo"), "{flags:?}");
+        assert_eq!(
+            flags.last().unwrap(),
+            &format!("--remap-path-prefix={}=/capshim", root.display())
+        );
+        assert!(flags.iter().all(|f| !f.contains('\x1f')));
+    }
 
     #[test]
     fn stub_folders_of_the_workspace() {
