@@ -3,7 +3,7 @@
 //! crates/guard/Cargo.toml):
 //!
 //! - the toolchain that compiles the library, for its version record (`src/version.rs`):
-//!   the first line of `$RUSTC --version`, as `CAPSHIM_TOOLCHAIN`;
+//!   the first line of `$RUSTC --version`, as `SHIM_BUILD_TOOLCHAIN`;
 //! - for the guard package, `--cfg capshim_guard`, which compiles in the exec interposers
 //!   (`src/guard/interpose.rs`); libcapshim never has them;
 //! - on macOS, the install name `@rpath/<file name>` (rustc would otherwise record the
@@ -29,7 +29,7 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|text| text.lines().next().map(str::trim).map(str::to_owned))
         .unwrap_or_else(|| "rustc (version unknown)".to_owned());
-    println!("cargo:rustc-env=CAPSHIM_TOOLCHAIN={toolchain}");
+    println!("cargo:rustc-env=SHIM_BUILD_TOOLCHAIN={toolchain}");
 
     let guard = std::env::var("CARGO_PKG_NAME").as_deref() == Ok("capshim-guard");
     if guard {

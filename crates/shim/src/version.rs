@@ -15,14 +15,14 @@
 pub const RECORD_PREFIX: &str = "capshim-version ";
 
 /// The toolchain that compiled the library, after the NUL.
-pub const TOOLCHAIN: &str = env!("CAPSHIM_TOOLCHAIN");
+pub const TOOLCHAIN: &str = env!("SHIM_BUILD_TOOLCHAIN");
 
 /// The record's text.
 const TEXT: &str = concat!(
     "capshim-version ",
     env!("CARGO_PKG_VERSION"),
     "\0",
-    env!("CAPSHIM_TOOLCHAIN")
+    env!("SHIM_BUILD_TOOLCHAIN")
 );
 
 /// `TEXT` as an array, so the section holds the bytes themselves (not a pointer to them).
