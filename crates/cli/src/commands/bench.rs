@@ -249,7 +249,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, bool, Option<PathBuf>)> {
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if needs_shim {
         let os = Os::current();
-        let path = dylib::locate(args.dylib.as_deref(), os)?;
+        let path = dylib::locate_here(args.dylib.as_deref(), os)?;
         let path = absolute(
             &path,
             "shim library",

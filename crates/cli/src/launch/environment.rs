@@ -188,13 +188,17 @@ pub fn append_library(existing: Option<&OsStr>, library: &OsStr) -> OsString {
 }
 
 /// Whether an entry of the injection variable names a capshim library: its file name is
-/// `libcapshim.dylib` or `libcapshim.so`, or it is `library` itself.
+/// `libcapshim.dylib`, `libcapshim.so` or the guard library's (`libcapshim_guard.dylib`,
+/// `libcapshim_guard.so`), or it is `library` itself.
 fn is_capshim_library(entry: &[u8], library: &OsStr) -> bool {
+    use super::dylib::Flavor;
     let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
     entry == library.as_encoded_bytes()
-        || [Os::MacOs, Os::Linux]
-            .iter()
-            .any(|os| name == os.library_name().as_bytes())
+        || [Os::MacOs, Os::Linux].iter().any(|&os| {
+            [Flavor::Plain, Flavor::Guard]
+                .iter()
+                .any(|flavor| name == flavor.file_name(os).as_bytes())
+        })
 }
 
 /// The injection variable's `value` without its capshim libraries (see
@@ -452,6 +456,11 @@ mod tests {
         assert_eq!(
             strip("/a/libcapshim.so.bak", Os::Linux).as_deref(),
             Some("/a/libcapshim.so.bak")
+        );
+        // The guard library is capshim's too: one shim hooks, whichever was inherited.
+        assert_eq!(
+            strip("/old/libcapshim_guard.dylib:/a/libx.dylib", Os::MacOs).as_deref(),
+            Some("/a/libx.dylib")
         );
 
         let parent = pairs(&[("LD_PRELOAD", "/a/libx.so:/home/u/build/libcapshim.so")]);
