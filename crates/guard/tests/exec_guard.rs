@@ -166,3 +166,28 @@ fn a_snapshot_environment_reaches_only_programs_that_can_load_the_library() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines, expected);
 }
+
+/// The version record both libraries carry (`.capshim_version`), the same bytes.
+#[test]
+fn both_libraries_carry_the_same_version_record() {
+    let record = |path: PathBuf| {
+        let data = std::fs::read(path).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        use object::ObjectSection;
+        file.section_by_name(".capshim_version")
+            .expect("a version record")
+            .data()
+            .unwrap()
+            .to_vec()
+    };
+    let guard = record(library("libcapshim_guard.so", "capshim-guard"));
+    let plain = record(library("libcapshim.so", "capshim"));
+    assert_eq!(guard, plain);
+    let text = String::from_utf8(guard).unwrap();
+    let (version, toolchain) = text.split_once('\0').unwrap();
+    assert_eq!(
+        version,
+        concat!("capshim-version ", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(toolchain.starts_with("rustc "), "{toolchain}");
+}

@@ -116,6 +116,26 @@ pub fn check_guard(facts: &Facts, tuples: &Result<Option<Vec<Tuple>>, String>) -
     ]
 }
 
+/// The marker the guard's Linux tests use for "cannot load" (crates/shim/src/guard/slice.rs),
+/// which the macOS build must not contain: there, a file holding it would be judged by it.
+pub const GUARD_TEST_MARKER: &[u8] = b"capshim-guard-test: cannot load";
+
+/// The rule that the guard library carries no test-only marker (`data`: the whole file).
+pub fn test_marker_check(data: &[u8]) -> Check {
+    let found = data
+        .windows(GUARD_TEST_MARKER.len())
+        .any(|w| w == GUARD_TEST_MARKER);
+    Check::new(
+        "test marker",
+        !found,
+        if found {
+            "the Linux-only test marker is compiled in: files holding it would count as unable to load the library"
+        } else {
+            "no Linux test marker"
+        },
+    )
+}
+
 fn tuples_check(tuples: &Result<Option<Vec<Tuple>>, String>) -> Check {
     let wanted = GUARD_INTERPOSED.join(", ");
     let tuples = match tuples {

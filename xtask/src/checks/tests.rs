@@ -321,3 +321,16 @@ fn the_guard_interposes_exactly_the_three_exec_functions() {
     });
     assert_eq!(failing(&plain), ["no interpose"]);
 }
+
+#[test]
+fn the_guard_test_marker_must_not_reach_the_macos_build() {
+    assert!(test_marker_check(b"some code and data").ok);
+    let mut data = b"prefix ".to_vec();
+    data.extend(GUARD_TEST_MARKER);
+    assert!(!test_marker_check(&data).ok);
+    // The same marker the guard's Linux build reads.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let slice = std::fs::read_to_string(root.join("crates/shim/src/guard/slice.rs")).unwrap();
+    let literal = format!("b\"{}\"", std::str::from_utf8(GUARD_TEST_MARKER).unwrap());
+    assert!(slice.contains(&literal), "{literal} not in slice.rs");
+}

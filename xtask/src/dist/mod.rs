@@ -422,7 +422,12 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
                         let mut checks = match rules {
                             Rules::Plain => checks::check_shim(&facts),
                             Rules::Guard => {
-                                checks::check_guard(&facts, &capshim_macho::interpose_tuples(&data))
+                                let mut checks = checks::check_guard(
+                                    &facts,
+                                    &capshim_macho::interpose_tuples(&data),
+                                );
+                                checks.push(checks::test_marker_check(&data));
+                                checks
                             }
                         };
                         checks.push(sdk::check_imports(&facts, &sdks));
