@@ -7,7 +7,8 @@
 //!    different lengths. Uncommitted changes are not part of the check (a warning says so).
 //! 2. In each clone, `cargo xtask dist --out <clone>/dist` with the clone's own, empty
 //!    target directory (`CARGO_TARGET_DIR` and `RUSTFLAGS` are removed from the environment);
-//!    cargo's home, with its downloaded crates, is shared.
+//!    cargo's home, with its downloaded crates, is shared. The two builds run at the same
+//!    time, each logging to `<clone>.log`.
 //! 3. Compare the two `SHA256SUMS` files and the files they list. On a difference, name the
 //!    files that differ and keep both clones for `cmp`/`diffoscope`; on success remove them
 //!    unless `--keep`.
@@ -56,7 +57,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let clones = [dir.join("a/capshim"), dir.join("second-clone/src/capshim")];
-    let mut sums = Vec::new();
     for clone in &clones {
         std::fs::create_dir_all(clone.parent().context("a clone has a parent folder")?)
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -74,9 +74,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         git(clone, &["checkout", "--quiet", "--detach", &head])?;
-        eprintln!("reproduce: building commit {head} in {}", clone.display());
-        let built = Instant::now();
-        let status = Command::new("cargo")
+    }
+    // Both builds at once: most of a build is one single-threaded LTO link, so two run in
+    // about the time of one. Each one's output goes to a log beside its clone.
+    let mut running = Vec::new();
+    for clone in &clones {
+        let log_path = clone.with_extension("log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        eprintln!(
+            "reproduce: building commit {head} in {} (output in {})",
+            clone.display(),
+            log_path.display()
+        );
+        let child = Command::new("cargo")
             .current_dir(clone)
             .args(["xtask", "dist", "--out"])
             .arg(clone.join("dist"))
@@ -84,22 +95,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .env_remove("CARGO_BUILD_TARGET_DIR")
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .status()
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
             .context("cannot run cargo")?;
+        running.push((clone, log_path, child));
+    }
+    let mut sums = Vec::new();
+    let mut failed = Vec::new();
+    for (clone, log_path, mut child) in running {
+        let status = child.wait().context("cannot wait for cargo")?;
         if !status.success() {
-            bail!(
-                "`cargo xtask dist` failed in {} ({status}; its output is above); the clones are kept in {}",
+            failed.push(format!(
+                "{} ({status}; see {})",
                 clone.display(),
-                dir.display()
-            );
+                log_path.display()
+            ));
+            continue;
         }
-        eprintln!("reproduce: built in {:.0}s", built.elapsed().as_secs_f64());
         let path = clone.join("dist").join(dist::SUMS);
         sums.push(
             std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read {}", path.display()))?,
         );
     }
+    if !failed.is_empty() {
+        bail!(
+            "`cargo xtask dist` failed in {}; the clones are kept in {}",
+            failed.join(", "),
+            dir.display()
+        );
+    }
+    eprintln!(
+        "reproduce: both built in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
 
     let differing = differing_files(&clones[0].join("dist"), &clones[1].join("dist"), &sums)?;
     println!("{}", sums[0].trim_end());
