@@ -6,6 +6,7 @@ mod demo;
 mod dist;
 mod link;
 mod man;
+mod reproduce;
 mod sdk;
 
 use std::process::ExitCode;
@@ -28,6 +29,9 @@ enum Task {
     /// Cross-build libcapshim.dylib (and the capshim CLI) for aarch64-apple-darwin into
     /// dist/, and verify the Mach-O files.
     Dist(dist::Args),
+    /// Build dist twice from clean clones of HEAD in two different folders and check that the
+    /// artifacts are byte-identical (the same SHA256SUMS).
+    Reproduce(reproduce::Args),
     /// Write the capshim(1) man pages (one per subcommand) into target/man.
     Man(man::Args),
     /// Run K A/A benches of `capshim bench` at its defaults with the real llama-bench, and
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Task::Demo(args) => demo::run(args),
         Task::Dist(args) => dist::run(args),
         Task::Man(args) => man::run(args),
+        Task::Reproduce(args) => reproduce::run(args),
         Task::AaStudy(args) => aa_study::run(args),
     };
     match result {

@@ -10,6 +10,8 @@
 //!   runtime, entitlements) and [`CodeDirectory`] (how it was signed, page hashes checked).
 //! - [`read_export_trie`] ([`exports`]): the names an image exports.
 //! - [`hide_unlisted`] ([`symbols`]): applies an export list to an object file.
+//! - [`interpose_tuples`] ([`interpose`]): dyld's interposing tuples, by the symbols they
+//!   replace.
 //! - [`record`]: capshim's version record in libcapshim, read without loading it.
 //! - [`patch`]: sets the SDK version and the signature's identifier of a linked ad-hoc signed
 //!   file, its page hashes kept valid.
@@ -28,6 +30,7 @@ mod bytes;
 pub mod exports;
 pub mod facts;
 pub mod file;
+pub mod interpose;
 pub mod patch;
 pub mod record;
 pub mod signature;
@@ -40,5 +43,6 @@ pub use binary::{Binary, Format, Slice, inspect};
 pub use exports::read_export_trie;
 pub use facts::{Dependency, Facts, Import, InspectError, SectionFact};
 pub use file::{MAX_READ, OpenError, file_kind, inspect_file, require_regular};
+pub use interpose::{Tuple, interpose_tuples};
 pub use signature::{CodeDirectory, Signature};
 pub use symbols::{HideError, hide_unlisted};

@@ -4,7 +4,9 @@
 //!   bundled SDK's, 27.0) and then [`rehash_pages`] brings the code signature's page hashes up
 //!   to date;
 //! - [`set_identifier`] replaces the signature's identifier (linkers name it after the output
-//!   file, e.g. cargo's `capshim-<hash>`), which no page hash covers.
+//!   file, e.g. cargo's `capshim-<hash>`), which no page hash covers;
+//! - [`set_content_uuid`] makes `LC_UUID` a digest of the file's own bytes (zig's differs
+//!   between builds of the same code in different folders), then re-hashes the pages.
 //!
 //! An ad-hoc signature has no certificate and nothing else refers to its CodeDirectory, so a
 //! CodeDirectory whose page hashes match the file is a valid signature again.
@@ -21,6 +23,7 @@ use crate::signature::{
 /// Where `LC_BUILD_VERSION`'s `sdk` field and `LC_CODE_SIGNATURE`'s data are.
 struct Layout {
     sdk_at: Option<usize>,
+    uuid_at: Option<usize>,
     signature: Option<(usize, usize)>,
 }
 
@@ -37,6 +40,7 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
     let ncmds = le32(data, 16).ok_or("truncated header")?;
     let mut found = Layout {
         sdk_at: None,
+        uuid_at: None,
         signature: None,
     };
     let mut at = 32usize;
@@ -49,6 +53,8 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
         match cmd {
             // platform (8), minos (12), sdk (16) from the command's start.
             macho::LC_BUILD_VERSION => found.sdk_at = Some(at + 16),
+            // uuid[16] after cmd and cmdsize.
+            macho::LC_UUID if size >= 24 => found.uuid_at = Some(at + 8),
             macho::LC_CODE_SIGNATURE => {
                 let dataoff = le32(data, at + 8).ok_or("truncated LC_CODE_SIGNATURE")?;
                 let datasize = le32(data, at + 12).ok_or("truncated LC_CODE_SIGNATURE")?;
@@ -60,6 +66,9 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
     }
     if found.sdk_at.is_some_and(|sdk| sdk + 4 > data.len()) {
         return Err("LC_BUILD_VERSION outside the file".into());
+    }
+    if found.uuid_at.is_some_and(|uuid| uuid + 16 > data.len()) {
+        return Err("LC_UUID outside the file".into());
     }
     Ok(found)
 }
@@ -75,6 +84,35 @@ pub fn set_sdk_version(data: &mut [u8], sdk: u32) -> Result<(), String> {
         .sdk_at
         .ok_or("no LC_BUILD_VERSION load command")?;
     data[at..at + 4].copy_from_slice(&sdk.to_le_bytes());
+    rehash_pages(data)
+}
+
+/// Sets `LC_UUID` to a digest of the file's bytes up to its code signature, with the UUID
+/// itself taken as zeros: the first 16 bytes of their SHA-256, marked as an RFC 9562 version 8
+/// (custom) UUID. The same code gives the same UUID wherever it was built; different code a
+/// different one, as dyld and debuggers expect. Then re-hashes the pages.
+///
+/// # Errors
+/// When the file is not a little-endian thin 64-bit Mach-O, has no `LC_UUID` or no
+/// `LC_CODE_SIGNATURE`, or its signature cannot be re-hashed ([`rehash_pages`]).
+pub fn set_content_uuid(data: &mut [u8]) -> Result<(), String> {
+    let found = layout(data)?;
+    let at = found.uuid_at.ok_or("no LC_UUID load command")?;
+    let (signature, _) = found.signature.ok_or("no LC_CODE_SIGNATURE load command")?;
+    let end = signature.min(data.len());
+    if at + 16 > end {
+        return Err("LC_UUID lies in the code signature".into());
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(&data[..at]);
+    hasher.update([0u8; 16]);
+    hasher.update(&data[at + 16..end]);
+    let digest = hasher.finalize();
+    let mut uuid = [0u8; 16];
+    uuid.copy_from_slice(&digest[..16]);
+    uuid[6] = (uuid[6] & 0x0f) | 0x80;
+    uuid[8] = (uuid[8] & 0x3f) | 0x80;
+    data[at..at + 16].copy_from_slice(&uuid);
     rehash_pages(data)
 }
 
@@ -201,6 +239,38 @@ mod tests {
 
     fn signature(data: &[u8]) -> crate::CodeDirectory {
         Facts::read(data).unwrap().signature.unwrap()
+    }
+
+    fn uuid(data: &[u8]) -> [u8; 16] {
+        let at = layout(data).unwrap().uuid_at.unwrap();
+        data[at..at + 16].try_into().unwrap()
+    }
+
+    /// Two links of the same code that differ only in their UUID (as zig's do in different
+    /// folders) become the same file; a change of code gives another UUID; the signature
+    /// stays valid.
+    #[test]
+    fn the_uuid_comes_from_the_content() {
+        let mut first = LINKED_DYLIB.to_vec();
+        let mut second = first.clone();
+        let at = layout(&second).unwrap().uuid_at.unwrap();
+        second[at] ^= 0x5a;
+        assert_ne!(first, second);
+        set_content_uuid(&mut first).unwrap();
+        set_content_uuid(&mut second).unwrap();
+        assert_eq!(first, second);
+        assert_ne!(uuid(&first), uuid(LINKED_DYLIB));
+        assert_eq!(uuid(&first)[6] >> 4, 8);
+        assert!(signature(&first).pages_verified.is_ok());
+        // Idempotent.
+        let mut again = first.clone();
+        set_content_uuid(&mut again).unwrap();
+        assert_eq!(again, first);
+        // Other code, other UUID.
+        let mut other = LINKED_DYLIB.to_vec();
+        other[0x4000] ^= 1;
+        set_content_uuid(&mut other).unwrap();
+        assert_ne!(uuid(&other), uuid(&first));
     }
 
     #[test]

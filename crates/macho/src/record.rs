@@ -1,7 +1,9 @@
 //! capshim's version record: which capshim built a library, read from the file without
 //! loading it. libcapshim keeps it in a section of its own (`__DATA,__capshim` in the Mach-O
 //! build, `.capshim_version` in the ELF one): the bytes of [`RECORD_PREFIX`] and the version,
-//! e.g. `capshim-version 0.1.0` (crates/shim/src/version.rs writes it).
+//! a NUL, and the toolchain that compiled it, e.g.
+//! `capshim-version 0.1.0\0rustc 1.95.0 (59807616e 2026-04-14)` (crates/shim/src/version.rs
+//! writes it); libraries built before the toolchain was added hold the version alone.
 
 use object::ReadRef;
 use object::read::elf::{FileHeader, SectionHeader};
@@ -18,10 +20,11 @@ pub const ELF_SECTION: &str = ".capshim_version";
 /// The longest record read, in bytes: a larger section is not a version record.
 const MAX_RECORD: u64 = 256;
 
-/// The version in a record's bytes: [`RECORD_PREFIX`] then printable ASCII, trailing NULs
-/// ignored. Anything else is not a record.
+/// The version in a record's bytes: [`RECORD_PREFIX`] then printable ASCII, up to the first
+/// NUL or the end (what follows a NUL, the toolchain or padding, is not read). Anything else
+/// is not a record.
 pub fn parse_record(bytes: &[u8]) -> Option<String> {
-    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let text = std::str::from_utf8(&bytes[..end]).ok()?;
     let version = text.strip_prefix(RECORD_PREFIX)?;
     let printable = version.bytes().all(|b| b.is_ascii_graphic());
@@ -98,12 +101,23 @@ mod tests {
             parse_record(b"capshim-version 1.2.3-rc.1").as_deref(),
             Some("1.2.3-rc.1")
         );
+        // The record with the toolchain after a NUL, as libraries built since then hold it.
+        assert_eq!(
+            parse_record(b"capshim-version 0.1.0\0rustc 1.95.0 (59807616e 2026-04-14)").as_deref(),
+            Some("0.1.0")
+        );
+        assert_eq!(
+            parse_record(b"capshim-version 0.2.0\0").as_deref(),
+            Some("0.2.0")
+        );
         for bad in [
             &b""[..],
             b"capshim-version ",
             b"capshim-version 0.1 0",
             b"other 0.1.0",
             b"capshim-version \xff",
+            b"capshim-version \0rustc 1.95.0",
+            b"\0capshim-version 0.1.0",
         ] {
             assert_eq!(parse_record(bad), None, "{bad:?}");
         }

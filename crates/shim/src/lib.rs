@@ -21,6 +21,8 @@
 //! - [`report`]: stderr lines and status-file events.
 //! - [`scope`]: which processes the shim acts in (`CAPSHIM_SCOPE`, `CAPSHIM_ONLY_PROCESS`).
 //! - [`version`]: the version record the CLI reads from the file (`capshim doctor`).
+//! - [`guard`]: the exec guard of the guard library (`libcapshim_guard`, the same sources
+//!   built as package `capshim-guard` with `--cfg capshim_guard`), for Macs with SIP off.
 //! - `init`: the initializer.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -28,6 +30,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod encoding;
+pub mod guard;
 pub mod hook;
 mod init;
 pub mod query;

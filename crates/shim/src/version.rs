@@ -3,14 +3,27 @@
 //! `capshim` CLI can read it from the file without loading the library (`capshim doctor`
 //! compares it with its own version). Nothing reads it at run time.
 //!
-//! The record is the bytes of [`RECORD_PREFIX`] followed by the crate version, e.g.
-//! `capshim-version 0.1.0`, with no terminator; `capshim_macho::version_record` reads it.
+//! The record is the bytes of [`RECORD_PREFIX`] followed by the crate version, a NUL, and the
+//! toolchain that compiled the library (the first line of `rustc --version`, found by the build
+//! script), e.g. `capshim-version 0.1.0\0rustc 1.95.0 (59807616e 2026-04-14)`, with no
+//! terminator. `capshim_macho::parse_record` reads the version up to the first NUL, so a
+//! reader of the first form (`capshim-version 0.1.0` alone) reads both. The guard library
+//! (`capshim-guard`) carries the same record. Nothing in it depends on the build machine's
+//! folders, so a rebuild gives the same bytes (`cargo xtask reproduce`).
 
 /// What the record starts with; the version follows.
 pub const RECORD_PREFIX: &str = "capshim-version ";
 
+/// The toolchain that compiled the library, after the NUL.
+pub const TOOLCHAIN: &str = env!("SHIM_BUILD_TOOLCHAIN");
+
 /// The record's text.
-const TEXT: &str = concat!("capshim-version ", env!("CARGO_PKG_VERSION"));
+const TEXT: &str = concat!(
+    "capshim-version ",
+    env!("CARGO_PKG_VERSION"),
+    "\0",
+    env!("SHIM_BUILD_TOOLCHAIN")
+);
 
 /// `TEXT` as an array, so the section holds the bytes themselves (not a pointer to them).
 const fn record<const N: usize>() -> [u8; N] {
@@ -46,8 +59,9 @@ mod tests {
     fn the_record_is_the_prefix_and_the_crate_version() {
         assert_eq!(
             std::str::from_utf8(&VERSION_RECORD).unwrap(),
-            format!("{RECORD_PREFIX}{}", env!("CARGO_PKG_VERSION"))
+            format!("{RECORD_PREFIX}{}\0{TOOLCHAIN}", env!("CARGO_PKG_VERSION"))
         );
-        assert!(TEXT.starts_with(RECORD_PREFIX));
+        assert!(TOOLCHAIN.starts_with("rustc "), "{TOOLCHAIN}");
+        assert!(!TOOLCHAIN.contains('\0'));
     }
 }

@@ -5,11 +5,18 @@
 
 use std::fmt;
 
-use capshim_macho::{Dependency, Facts};
+use capshim_macho::{Dependency, Facts, Tuple};
 use object::macho;
 
 /// The install name libcapshim must carry.
 pub const SHIM_INSTALL_NAME: &str = "@rpath/libcapshim.dylib";
+
+/// The install name of the guard library (libcapshim_guard.dylib): the same rule, its own file.
+pub const GUARD_INSTALL_NAME: &str = "@rpath/libcapshim_guard.dylib";
+
+/// The functions the guard library interposes, as its `__interpose` tuples name them, sorted:
+/// exactly these (crates/shim/src/guard/interpose.rs).
+pub const GUARD_INTERPOSED: &[&str] = &["_execve", "_posix_spawn", "_posix_spawnp"];
 
 /// The only symbols libcapshim may export, and why each is there. rustc asks for no exports
 /// at all (the library works through its initializer); zig's linker adds these two
@@ -31,6 +38,8 @@ pub const SDK_VERSION: (u32, u32) = (11, 3);
 /// also the leaf of its install name, the identifier Apple's ld64 gives a dylib it signs (lld
 /// does the same "to mimic ld64", and zig too). dist writes it (`crate::dist`'s `finish`).
 pub const SHIM_IDENTIFIER: &str = "libcapshim.dylib";
+/// The code-signing identifier of libcapshim_guard.dylib, by the same rule.
+pub const GUARD_IDENTIFIER: &str = "libcapshim_guard.dylib";
 /// The code-signing identifier of the `capshim` executable: the file name it ships under, the
 /// identifier ld64 gives an executable linked as `-o capshim` (not cargo's `capshim-<hash>`).
 /// dist writes it (`crate::dist`'s `finish`).
@@ -82,13 +91,83 @@ pub fn check_shim(facts: &Facts) -> Vec<Check> {
     vec![
         format_check(facts, macho::MH_DYLIB),
         platform_check(facts),
-        install_name_check(facts),
+        install_name_check(facts, SHIM_INSTALL_NAME),
         dependencies_check(facts, SHIM_DEPENDENCIES),
         initializer_check(facts),
         signature_check(facts, SHIM_IDENTIFIER),
         exports_check(facts),
         interpose_check(facts),
     ]
+}
+
+/// The rules for libcapshim_guard.dylib: libcapshim's, with its own install name and
+/// identifier, and interposing tuples that name exactly [`GUARD_INTERPOSED`] (`tuples`, as
+/// `capshim_macho::interpose_tuples` read them).
+pub fn check_guard(facts: &Facts, tuples: &Result<Option<Vec<Tuple>>, String>) -> Vec<Check> {
+    vec![
+        format_check(facts, macho::MH_DYLIB),
+        platform_check(facts),
+        install_name_check(facts, GUARD_INSTALL_NAME),
+        dependencies_check(facts, SHIM_DEPENDENCIES),
+        initializer_check(facts),
+        signature_check(facts, GUARD_IDENTIFIER),
+        exports_check(facts),
+        tuples_check(tuples),
+    ]
+}
+
+/// The marker the guard's Linux tests use for "cannot load" (crates/shim/src/guard/slice.rs),
+/// which the macOS build must not contain: there, a file holding it would be judged by it.
+pub const GUARD_TEST_MARKER: &[u8] = b"capshim-guard-test: cannot load";
+
+/// The rule that the guard library carries no test-only marker (`data`: the whole file).
+pub fn test_marker_check(data: &[u8]) -> Check {
+    let found = data
+        .windows(GUARD_TEST_MARKER.len())
+        .any(|w| w == GUARD_TEST_MARKER);
+    Check::new(
+        "test marker",
+        !found,
+        if found {
+            "the Linux-only test marker is compiled in: files holding it would count as unable to load the library"
+        } else {
+            "no Linux test marker"
+        },
+    )
+}
+
+fn tuples_check(tuples: &Result<Option<Vec<Tuple>>, String>) -> Check {
+    let wanted = GUARD_INTERPOSED.join(", ");
+    let tuples = match tuples {
+        Err(why) => return Check::new("interpose", false, format!("{why}; expected {wanted}")),
+        Ok(None) => {
+            return Check::new(
+                "interpose",
+                false,
+                format!("no __interpose section; expected tuples for {wanted}"),
+            );
+        }
+        Ok(Some(tuples)) => tuples,
+    };
+    let mut names: Vec<&str> = tuples
+        .iter()
+        .filter_map(|t| t.replacee.as_deref())
+        .collect();
+    names.sort_unstable();
+    let unbound = tuples.iter().filter(|t| t.replacee.is_none()).count();
+    let bound_replacements = tuples.iter().filter(|t| t.replacement_bound).count();
+    let ok = names == GUARD_INTERPOSED && unbound == 0 && bound_replacements == 0;
+    let mut detail = format!("{} tuple(s) replacing {}", tuples.len(), names.join(", "));
+    if !ok {
+        if unbound > 0 {
+            detail += &format!("; {unbound} with no bound replacee");
+        }
+        if bound_replacements > 0 {
+            detail += &format!("; {bound_replacements} whose replacement is not in the library");
+        }
+        detail += &format!("; expected exactly {wanted}");
+    }
+    Check::new("interpose", ok, detail)
 }
 
 /// The rules for the `capshim` executable.
@@ -151,18 +230,18 @@ fn platform_check(facts: &Facts) -> Check {
     }
 }
 
-fn install_name_check(facts: &Facts) -> Check {
+fn install_name_check(facts: &Facts, expected: &str) -> Check {
     match &facts.install_name {
-        Some(name) if name == SHIM_INSTALL_NAME => Check::new("install name", true, name.clone()),
+        Some(name) if name == expected => Check::new("install name", true, name.clone()),
         Some(name) => Check::new(
             "install name",
             false,
-            format!("{name}; expected {SHIM_INSTALL_NAME} (LC_ID_DYLIB)"),
+            format!("{name}; expected {expected} (LC_ID_DYLIB)"),
         ),
         None => Check::new(
             "install name",
             false,
-            format!("no LC_ID_DYLIB; expected {SHIM_INSTALL_NAME}"),
+            format!("no LC_ID_DYLIB; expected {expected}"),
         ),
     }
 }

@@ -1,6 +1,6 @@
 //! The rules of `checks`, each shown to pass and to fail.
 use super::*;
-use capshim_macho::{CodeDirectory, SectionFact};
+use capshim_macho::{CodeDirectory, SectionFact, Tuple};
 use object::Endianness;
 
 fn good_facts() -> Facts {
@@ -241,4 +241,96 @@ fn object_files_fail_the_shim_rules() {
     ] {
         assert!(failed.contains(&rule), "{rule} should fail: {failed:?}");
     }
+}
+
+fn guard_facts() -> Facts {
+    let mut facts = good_facts();
+    facts.install_name = Some(GUARD_INSTALL_NAME.into());
+    if let Ok(sig) = &mut facts.signature {
+        sig.identifier = GUARD_IDENTIFIER.into();
+    }
+    facts
+}
+
+fn tuples(names: &[&str]) -> Result<Option<Vec<Tuple>>, String> {
+    Ok(Some(
+        names
+            .iter()
+            .map(|n| Tuple {
+                replacee: Some((*n).to_owned()),
+                replacement_bound: false,
+            })
+            .collect(),
+    ))
+}
+
+fn guard_failing(facts: &Facts, t: &Result<Option<Vec<Tuple>>, String>) -> Vec<&'static str> {
+    check_guard(facts, t)
+        .into_iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name)
+        .collect()
+}
+
+#[test]
+fn the_guard_interposes_exactly_the_three_exec_functions() {
+    let good = tuples(&["_posix_spawnp", "_execve", "_posix_spawn"]);
+    let checks = check_guard(&guard_facts(), &good);
+    assert!(checks.iter().all(|c| c.ok), "{checks:#?}");
+    assert_eq!(checks.len(), 8);
+
+    for bad in [
+        tuples(&["_execve", "_posix_spawn"]),
+        tuples(&["_execve", "_posix_spawn", "_posix_spawnp", "_open"]),
+        tuples(&["_execve", "_execve", "_posix_spawnp"]),
+        Ok(None),
+        Err("chained fixups: the binds are not read".into()),
+    ] {
+        assert_eq!(
+            guard_failing(&guard_facts(), &bad),
+            ["interpose"],
+            "{bad:?}"
+        );
+    }
+    let mut unbound = tuples(&["_execve", "_posix_spawn", "_posix_spawnp"]);
+    if let Ok(Some(t)) = &mut unbound {
+        t.push(Tuple {
+            replacee: None,
+            replacement_bound: false,
+        });
+    }
+    assert_eq!(guard_failing(&guard_facts(), &unbound), ["interpose"]);
+    let mut foreign = tuples(&["_execve", "_posix_spawn", "_posix_spawnp"]);
+    if let Ok(Some(t)) = &mut foreign {
+        t[0].replacement_bound = true;
+    }
+    assert_eq!(guard_failing(&guard_facts(), &foreign), ["interpose"]);
+
+    // The guard's own install name and identifier; the plain library's fail.
+    assert_eq!(
+        guard_failing(&good_facts(), &good),
+        ["install name", "signature"]
+    );
+    // And the plain library's rules refuse the guard's interpose section.
+    let mut plain = good_facts();
+    plain.sections.push(SectionFact {
+        segment: "__DATA".into(),
+        name: "__interpose".into(),
+        size: 48,
+        section_type: 0,
+    });
+    assert_eq!(failing(&plain), ["no interpose"]);
+}
+
+#[test]
+fn the_guard_test_marker_must_not_reach_the_macos_build() {
+    assert!(test_marker_check(b"some code and data").ok);
+    let mut data = b"prefix ".to_vec();
+    data.extend(GUARD_TEST_MARKER);
+    assert!(!test_marker_check(&data).ok);
+    // The same marker the guard's Linux build reads.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let slice = std::fs::read_to_string(root.join("crates/shim/src/guard/slice.rs")).unwrap();
+    let literal = format!("b\"{}\"", std::str::from_utf8(GUARD_TEST_MARKER).unwrap());
+    assert!(slice.contains(&literal), "{literal} not in slice.rs");
 }

@@ -1,7 +1,8 @@
 //! The last step before an artifact enters `dist/`: its code signature gets the identifier
-//! it ships under ([`checks::SHIM_IDENTIFIER`], [`checks::CLI_IDENTIFIER`]) and its
+//! it ships under ([`checks::SHIM_IDENTIFIER`], [`checks::CLI_IDENTIFIER`]), its
 //! `LC_BUILD_VERSION` the SDK version its imports are checked against
-//! ([`checks::SDK_VERSION`]; zig records its own, 27.0), and the page hashes are recomputed
+//! ([`checks::SDK_VERSION`]; zig records its own, 27.0), its `LC_UUID` a digest of its own
+//! bytes (zig's depends on the build folder), and the page hashes are recomputed
 //! (`capshim_macho::patch`).
 //!
 //! This happens to the copy dist writes, not at link time, because the linker's output is
@@ -15,7 +16,7 @@
 //! (`crates/macho/fixtures`) go through the same zig and llvm-objcopy steps, so the tests
 //! below run on what dist is given.
 
-use capshim_macho::patch::{set_identifier, set_sdk_version};
+use capshim_macho::patch::{set_content_uuid, set_identifier, set_sdk_version};
 
 use crate::checks;
 
@@ -28,6 +29,9 @@ use crate::checks;
 pub fn finish(data: &mut [u8], identifier: &str) -> anyhow::Result<()> {
     let (major, minor) = checks::SDK_VERSION;
     set_sdk_version(data, major << 16 | minor << 8).map_err(anyhow::Error::msg)?;
+    // zig's LC_UUID differs between links of the same code in different folders: make it
+    // the content's, so that dist is reproducible (`cargo xtask reproduce`).
+    set_content_uuid(data).map_err(anyhow::Error::msg)?;
     set_identifier(data, identifier).map_err(anyhow::Error::msg)
 }
 

@@ -12,16 +12,22 @@
 //!      export list, which zig's linker ignores, and has zig record the minimum macOS
 //!      ([`checks::MINIMUM_MACOS`], also set as `MACOSX_DEPLOYMENT_TARGET`).
 //!    - libcapshim.dylib is built as a cdylib on its own (`--crate-type cdylib`), so that
-//!      release LTO applies. Its build script sets the install name and
-//!      `-dead_strip_dylibs`; the CLI's sets `-dead_strip_dylibs` and links CoreGraphics
-//!      and Foundation as needed frameworks (no libiconv or libcharset).
+//!      release LTO applies; so is libcapshim_guard.dylib (package `capshim-guard`: the
+//!      same sources with the exec guard, crates/guard). Their build script sets the
+//!      install name and `-dead_strip_dylibs`; the CLI's sets `-dead_strip_dylibs` and
+//!      links CoreGraphics and Foundation as needed frameworks (no libiconv or libcharset).
 //!    - `SDKROOT` points at the stub SDK in `xtask/sdk/` (`crate::sdk`), not Xcode's.
+//!    - Reproducible: `CARGO_ENCODED_RUSTFLAGS` remaps the build machine's folders (the
+//!      workspace, the target directory and cargo's home, where the crates' sources are) to
+//!      fixed names ([`remap_flags`]), so that no path of this machine reaches the files
+//!      (panic locations name source files). Two clean builds in different folders give the
+//!      same bytes: `cargo xtask reproduce` checks it.
 //! 3. Each built file is copied into `dist/<target>/` through [`finish`]: its signature gets
 //!    the identifier it ships under and `LC_BUILD_VERSION` the SDK version its imports are
 //!    checked against, page hashes recomputed. (Not at link time: rustc re-signs the file
 //!    after the link; see [`finish`].)
-//! 4. If the `capshim` CLI fails to build, the dylib is still copied, summed and verified,
-//!    and then `dist` fails naming the CLI (`--no-cli` builds the dylib alone).
+//! 4. If the `capshim` CLI fails to build, the libraries are still copied, summed and
+//!    verified, and then `dist` fails naming the CLI (`--no-cli` builds the libraries alone).
 //! 5. `dist/SHA256SUMS` ([`sums`]), then the checks of `crate::checks` on every artifact, its
 //!    imports and the crates' link stubs against the SDK excerpts (`crate::sdk`), and the
 //!    sums. `--verify-only` runs just these.
@@ -38,11 +44,13 @@ use anyhow::{Context, bail};
 use capshim_macho::Facts;
 
 use crate::{checks, link, sdk};
-use sums::{SUMS, check_sums, write_sums};
+pub(crate) use sums::SUMS;
+use sums::{check_sums, write_sums};
 
 /// The macOS target the artifacts are built for.
 pub const TARGET: &str = "aarch64-apple-darwin";
 const DYLIB: &str = "libcapshim.dylib";
+const GUARD: &str = "libcapshim_guard.dylib";
 const CLI: &str = "capshim";
 
 /// Options of `cargo xtask dist`.
@@ -51,7 +59,7 @@ pub struct Args {
     /// Do not build: verify the artifacts already in the output directory and their sums.
     #[arg(long)]
     verify_only: bool,
-    /// Build and verify libcapshim.dylib only, not the capshim CLI.
+    /// Build and verify libcapshim.dylib and libcapshim_guard.dylib only, not the capshim CLI.
     #[arg(long)]
     no_cli: bool,
     /// Output directory [default: dist/ in the workspace].
@@ -84,6 +92,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &arch_dir.join(DYLIB),
             checks::SHIM_IDENTIFIER,
         )?;
+        build(&root, &GUARD_LIBRARY)?;
+        install(
+            &built.join(GUARD),
+            &arch_dir.join(GUARD),
+            checks::GUARD_IDENTIFIER,
+        )?;
 
         let cli_dest = arch_dir.join(CLI);
         if args.no_cli {
@@ -103,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let failures = verify(&out)?;
     let outcome = match (failures, &cli_failure) {
         (0, None) => "done",
-        (0, Some(_)) => "dylib done, CLI FAILED",
+        (0, Some(_)) => "libraries done, CLI FAILED",
         _ => "FAILED",
     };
     eprintln!("dist: {outcome} in {:.1}s", started.elapsed().as_secs_f64());
@@ -116,15 +130,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(error) = cli_failure {
         return Err(error.context(format!(
             "the capshim CLI did not cross-build for {TARGET} (cargo's output is above); \
-             {DYLIB} was built, summed and verified in {}. Fix the CLI build, or pass \
-             --no-cli to build the dylib alone",
+             {DYLIB} and {GUARD} were built, summed and verified in {}. Fix the CLI build, \
+             or pass --no-cli to build the libraries alone",
             out.display()
         )));
     }
     Ok(())
 }
 
-fn workspace_root() -> anyhow::Result<PathBuf> {
+pub(crate) fn workspace_root() -> anyhow::Result<PathBuf> {
     let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = xtask.parent().context("xtask has no parent directory")?;
     Ok(root.to_path_buf())
@@ -216,6 +230,14 @@ const SHIM: Artifact = Artifact {
     select: &["--lib", "--crate-type", "cdylib"],
 };
 
+const GUARD_LIBRARY: Artifact = Artifact {
+    what: GUARD,
+    package: "capshim-guard",
+    // The shim's sources, so the shim's link stubs.
+    dir: "crates/shim",
+    select: &["--lib", "--crate-type", "cdylib"],
+};
+
 const CAPSHIM_CLI: Artifact = Artifact {
     what: "the capshim CLI",
     package: "capshim-cli",
@@ -276,6 +298,10 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         .arg("-C")
         .arg(format!("link-arg={}", link::link_arg(TARGET)?))
         .env(link::ENV_TARGET, TARGET);
+    // Replaces any RUSTFLAGS of the caller: a dist build is the same on every machine.
+    command
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", remap_flags(root)?.join("\x1f"));
     let status = command.status().context("cannot run cargo-zigbuild")?;
     if !status.success() {
         bail!(
@@ -284,6 +310,36 @@ fn build(root: &Path, artifact: &Artifact) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What the folders of this build are called inside the artifacts.
+const REMAPPED_WORKSPACE: &str = "/capshim";
+const REMAPPED_TARGET: &str = "/capshim-target";
+const REMAPPED_CARGO_HOME: &str = "/cargo";
+
+/// `--remap-path-prefix` flags for the workspace, the target directory (when it lies
+/// elsewhere) and cargo's home (`$CARGO_HOME`, else `~/.cargo`): rustc writes the remapped
+/// names wherever it would write a source path. The last matching flag wins, so the
+/// workspace comes after cargo's home (a cargo home inside the workspace stays `/cargo`).
+///
+/// # Errors
+/// When the home folder cannot be found (no `CARGO_HOME` and no `HOME`).
+fn remap_flags(root: &Path) -> anyhow::Result<Vec<String>> {
+    let cargo_home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").context("neither CARGO_HOME nor HOME is set")?)
+                .join(".cargo")
+        }
+    };
+    let remap = |from: &Path, to: &str| format!("--remap-path-prefix={}={to}", from.display());
+    let mut flags = vec![remap(&cargo_home, REMAPPED_CARGO_HOME)];
+    let target = target_dir(root);
+    if !target.starts_with(root) {
+        flags.push(remap(&target, REMAPPED_TARGET));
+    }
+    flags.push(remap(root, REMAPPED_WORKSPACE));
+    Ok(flags)
 }
 
 /// Copies a build output into dist through [`finish`] and a temporary file, with the build
@@ -327,6 +383,13 @@ fn check(name: &'static str, ok: bool, detail: String) -> checks::Check {
     checks::Check { name, ok, detail }
 }
 
+/// Which rules a library is held to.
+#[derive(Clone, Copy)]
+enum Rules {
+    Plain,
+    Guard,
+}
+
 /// Verifies everything in `out`; prints a report; returns the number of failed checks.
 fn verify(out: &Path) -> anyhow::Result<usize> {
     let arch_dir = out.join(TARGET);
@@ -350,30 +413,39 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
             Vec::new()
         }
     };
-    let dylib = arch_dir.join(DYLIB);
-    match std::fs::read(&dylib) {
-        Ok(data) => {
-            let checks = match Facts::read(&data) {
-                Ok(facts) => {
-                    let mut checks = checks::check_shim(&facts);
-                    checks.push(sdk::check_imports(&facts, &sdks));
-                    checks
-                }
-                Err(error) => vec![check("format", false, error.to_string())],
-            };
-            section(
-                format!("{} ({} bytes)", dylib.display(), data.len()),
-                checks,
-            );
+    for (name, rules) in [(DYLIB, Rules::Plain), (GUARD, Rules::Guard)] {
+        let path = arch_dir.join(name);
+        match std::fs::read(&path) {
+            Ok(data) => {
+                let checks = match Facts::read(&data) {
+                    Ok(facts) => {
+                        let mut checks = match rules {
+                            Rules::Plain => checks::check_shim(&facts),
+                            Rules::Guard => {
+                                let mut checks = checks::check_guard(
+                                    &facts,
+                                    &capshim_macho::interpose_tuples(&data),
+                                );
+                                checks.push(checks::test_marker_check(&data));
+                                checks
+                            }
+                        };
+                        checks.push(sdk::check_imports(&facts, &sdks));
+                        checks
+                    }
+                    Err(error) => vec![check("format", false, error.to_string())],
+                };
+                section(format!("{} ({} bytes)", path.display(), data.len()), checks);
+            }
+            Err(error) => section(
+                format!("{}", path.display()),
+                vec![check(
+                    "present",
+                    false,
+                    format!("cannot read it: {error}; run `cargo xtask dist` first"),
+                )],
+            ),
         }
-        Err(error) => section(
-            format!("{}", dylib.display()),
-            vec![check(
-                "present",
-                false,
-                format!("cannot read it: {error}; run `cargo xtask dist` first"),
-            )],
-        ),
     }
 
     let cli = arch_dir.join(CLI);
@@ -405,6 +477,18 @@ fn verify(out: &Path) -> anyhow::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_folders_are_remapped_workspace_last() {
+        let root = workspace_root().unwrap();
+        let flags = remap_flags(&root).unwrap();
+        assert!(flags[0].ends_with("=/cargo"), "{flags:?}");
+        assert_eq!(
+            flags.last().unwrap(),
+            &format!("--remap-path-prefix={}=/capshim", root.display())
+        );
+        assert!(flags.iter().all(|f| !f.contains('\x1f')));
+    }
 
     #[test]
     fn stub_folders_of_the_workspace() {

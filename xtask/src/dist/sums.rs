@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
-use super::{DYLIB, TARGET};
+use super::{DYLIB, GUARD, TARGET};
 use crate::checks::Check;
 
 /// The sums file, in the output directory.
@@ -115,12 +115,14 @@ pub fn check_sums(out: &Path) -> anyhow::Result<Vec<Check>> {
             ));
         }
     }
-    if !listed.iter().any(|n| n == &format!("{TARGET}/{DYLIB}")) {
-        checks.push(check(
-            "sha256",
-            false,
-            format!("{TARGET}/{DYLIB} is not listed in {SUMS}"),
-        ));
+    for library in [DYLIB, GUARD] {
+        if !listed.iter().any(|n| n == &format!("{TARGET}/{library}")) {
+            checks.push(check(
+                "sha256",
+                false,
+                format!("{TARGET}/{library} is not listed in {SUMS}"),
+            ));
+        }
     }
     Ok(checks)
 }
@@ -148,13 +150,18 @@ mod tests {
         std::fs::write(dir.join(TARGET).join(DYLIB), b"dylib bytes").unwrap();
         std::fs::write(dir.join(TARGET).join(CLI), b"cli bytes").unwrap();
         write_sums(&dir).unwrap();
+        // Without the guard library, the sums are incomplete.
+        assert!(check_sums(&dir).unwrap().iter().any(|c| !c.ok));
+        std::fs::write(dir.join(TARGET).join(GUARD), b"guard bytes").unwrap();
+        write_sums(&dir).unwrap();
         let text = std::fs::read_to_string(dir.join(SUMS)).unwrap();
         assert_eq!(
             text,
             format!(
-                "{}  {TARGET}/{CLI}\n{}  {TARGET}/{DYLIB}\n",
+                "{}  {TARGET}/{CLI}\n{}  {TARGET}/{DYLIB}\n{}  {TARGET}/{GUARD}\n",
                 sha256_hex(b"cli bytes"),
-                sha256_hex(b"dylib bytes")
+                sha256_hex(b"dylib bytes"),
+                sha256_hex(b"guard bytes")
             )
         );
         assert!(check_sums(&dir).unwrap().iter().all(|c| c.ok));

@@ -138,7 +138,7 @@ pub fn execute(mut args: AgentArgs) -> anyhow::Result<ExitCode> {
             "--profile stock runs without the shim, so it needs no capshim agent; pick another profile (default: native, or apple9-64k where the host chip is not known)"
         );
     };
-    let library = dylib::locate(args.shim.dylib.as_deref(), Os::MacOs)?;
+    let library = dylib::locate_here(args.shim.dylib.as_deref(), Os::MacOs)?;
     if library.exists() {
         let arches = dylib::check(&library, Os::MacOs)?;
         if program.exists() {

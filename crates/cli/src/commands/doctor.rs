@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::doctor::{self, Options};
 use crate::launch::{Os, dylib};
-use crate::platform::facts;
+use crate::platform::facts::{self, SystemFacts};
 
 /// Check this machine, the shim library and (after --) a program for everything capshim knows
 /// can go wrong: one line per check, ok, warn, fail or skip, each with the fix
@@ -65,10 +65,12 @@ pub struct DoctorArgs {
 /// Runs `capshim doctor`.
 pub fn execute(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let os = Os::current();
+    let facts = facts::Real::default();
     let options = Options {
         os,
         arch: doctor::library::this_arch(),
-        library: dylib::locate(args.dylib.as_deref(), os)
+        library: dylib::locate_for(args.dylib.as_deref(), os, &facts.sip())
+            .map(|located| located.path)
             .map_err(|e| e.to_string())
             .and_then(|path| match std::fs::symlink_metadata(&path) {
                 // locate does not look at an explicit --dylib; doctor must not call it found.
@@ -81,7 +83,7 @@ pub fn execute(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             .filter(|v| !v.is_empty())
             .map(|v| v.to_string_lossy().into_owned()),
     };
-    let report = doctor::run(&facts::Real::default(), &options);
+    let report = doctor::run(&facts, &options);
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {

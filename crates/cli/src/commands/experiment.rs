@@ -91,7 +91,7 @@ impl ArmArgs {
             return Ok(None);
         }
         let os = Os::current();
-        let path = dylib::locate(self.dylib.as_deref(), os)?;
+        let path = dylib::locate_here(self.dylib.as_deref(), os)?;
         let path = existing_file(
             &path,
             "shim library",

@@ -42,9 +42,12 @@ profile applies. (The shim reads those published names too, each with its own sh
 when set by hand: docs/shim.md lists every variable.) capshim outlives Ctrl-C (the command gets
 it too) and passes SIGTERM and SIGHUP on to the command, so the line is always printed.
 
-The shim library (libcapshim.dylib on macOS, libcapshim.so on Linux) is, unless --dylib is
-given, the first found of: next to the capshim executable; ../lib/capshim/ beside it;
-/usr/local/lib/capshim/; /opt/homebrew/lib/capshim/ (macOS); ~/.local/lib/capshim/.
+The shim library is, unless --dylib is given, the first found of: next to the capshim
+executable; ../lib/capshim/ beside it; /usr/local/lib/capshim/; /opt/homebrew/lib/capshim/
+(macOS); ~/.local/lib/capshim/. With System Integrity Protection on, and on Linux, that is
+libcapshim.dylib (libcapshim.so); with SIP off or its state unknown, the guard library
+libcapshim_guard.dylib (the shim plus an exec guard; libcapshim.dylib when it is not found).
+`capshim doctor` shows which applies and why.
 
 Before running, capshim checks that the command exists and is executable, that the library's
 architecture can load into it, and on macOS that the shim will load: it refuses a quarantined
@@ -55,9 +58,13 @@ with library validation (a framework Python's launcher is checked with the Pytho
 interpreter it re-execs), Ollama's own app and release archive and LM Studio (each refusal
 names the way that works, e.g. Homebrew's ollama), and, while System Integrity Protection is on, programs
 under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
-them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off it warns that Apple's own (arm64e)
-programs the command starts will be terminated by dyld. --skip-preflight skips the checks of
-the command, not those of the library.
+them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off, DYLD_INSERT_LIBRARIES reaches
+Apple's own programs, which are arm64e, and dyld terminates them because the library is arm64
+only. The guard library prevents that in every process that loaded it: before it starts such a
+program (or a script run by one) it takes capshim out of that program's DYLD_INSERT_LIBRARIES
+and CAPSHIM_* variables. It cannot help in a process that did not load it, such as a shell a CI
+runner starts with the variable exported; run warns about this. --skip-preflight skips the
+checks of the command, not those of the library.
 
 Examples:
   capshim run -- llama-bench -m model.gguf -p 512 -n 128
@@ -122,7 +129,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let library = match resolved.profile {
         None => PathBuf::new(),
         Some(_) => {
-            let library = match dylib::locate(args.shim.dylib.as_deref(), os) {
+            let library = match dylib::locate_here(args.shim.dylib.as_deref(), os) {
                 Ok(l) => l,
                 Err(e) => return Ok(fail(EXIT_CAPSHIM_FAILED, e)),
             };

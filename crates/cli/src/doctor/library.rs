@@ -66,14 +66,23 @@ pub fn this_arch() -> Arch {
 /// `library.version`.
 pub fn checks(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Vec<Check> {
     let found = match &lib.path {
-        Ok(path) => Check::ok(
-            "library.found",
-            format!("{}", path.display()),
-            format!(
-                "the {} `capshim run`, `bench` and `agent` inject (--dylib, else the first found where they look)",
-                g.os.library_name()
-            ),
-        ),
+        Ok(path) => Check::ok("library.found", format!("{}", path.display()), {
+            let (chosen, why) = dylib::choose(g.os, &facts.sip());
+            let flavor = dylib::Flavor::of_path(path, g.os);
+            let name = |f: dylib::Flavor| f.file_name(g.os);
+            if flavor == chosen {
+                format!(
+                    "{}, which `capshim run`, `bench` and `agent` inject (--dylib, else the first found where they look): {why}",
+                    name(flavor)
+                )
+            } else {
+                format!(
+                    "{}, given with --dylib or the only one found; without --dylib, `capshim run`, `bench` and `agent` look for {} first: {why}",
+                    name(flavor),
+                    name(chosen)
+                )
+            }
+        }),
         Err(why) => Check::with(
             "library.found",
             Status::Fail,

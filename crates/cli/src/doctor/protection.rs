@@ -9,13 +9,16 @@ use capshim_macho::Arch;
 use super::gather::Gathered;
 use super::library::Library;
 use super::{Check, Status};
+use crate::launch::dylib::Flavor;
 use crate::launch::environment::ScopeArg;
 use crate::launch::preflight::{SIP_PROTECTED, apple_programs_warning};
 use crate::platform::facts::SystemFacts;
 use crate::platform::sip::Sip;
 
-/// The fix for Apple's programs being terminated with SIP off.
-const ARM64E_FIX: &str = "start the workload itself, not through a shell or script; use --scope process and let the program create its Metal device before it starts other programs; or turn SIP back on (`csrutil enable` in recoveryOS)";
+/// The fix for Apple's programs being terminated with SIP off, with the plain library.
+const ARM64E_FIX: &str = "use the guard library (libcapshim_guard.dylib, which capshim picks with SIP off unless --dylib names another); start the workload itself, not through a shell or script; or turn SIP back on (`csrutil enable` in recoveryOS)";
+/// What is left to do with the guard library.
+const GUARD_FIX: &str = "start workloads with capshim run or capshim agent, so that the processes that start Apple's programs load the guard library, not through a shell that exports DYLD_INSERT_LIBRARIES; or turn SIP back on (`csrutil enable` in recoveryOS)";
 
 /// `sip`.
 pub fn check(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Check {
@@ -31,7 +34,11 @@ pub fn check(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Check {
     } else {
         arches
     };
-    let warning = apple_programs_warning(&sip, ScopeArg::Children, &arches);
+    // The library doctor found (--dylib, else the one `run` would pick for this SIP state).
+    let flavor = lib
+        .found()
+        .map_or(Flavor::Guard, |path| Flavor::of_path(path, g.os));
+    let warning = apple_programs_warning(&sip, ScopeArg::Children, &arches, flavor);
     match (&sip, warning) {
         (Sip::Enabled, _) => Check::ok(
             ID,
@@ -45,6 +52,13 @@ pub fn check(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Check {
             ID,
             format!("{sip}, and the library has an arm64e slice"),
             "Apple's arm64e programs that receive DYLD_INSERT_LIBRARIES can load it",
+        ),
+        (Sip::Disabled, Some(warning)) if flavor == Flavor::Guard => Check::with(
+            ID,
+            Status::Warn,
+            "System Integrity Protection is off: the guard library takes capshim out of the environment of Apple's arm64e programs, where it was loaded",
+            warning,
+            GUARD_FIX,
         ),
         (Sip::Disabled, Some(warning)) => Check::with(
             ID,
@@ -60,7 +74,11 @@ pub fn check(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Check {
                 "{sip}: capshim cannot tell whether Apple's programs receive DYLD_INSERT_LIBRARIES"
             ),
             warning,
-            ARM64E_FIX,
+            if flavor == Flavor::Guard {
+                GUARD_FIX
+            } else {
+                ARM64E_FIX
+            },
         ),
         (Sip::Unknown(_), Some(warning)) => Check::with(
             ID,

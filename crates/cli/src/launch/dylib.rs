@@ -5,7 +5,160 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::Os;
+use crate::platform::sip::Sip;
 use capshim_macho::{self as macho, Arch, Binary, Format};
+
+/// Which of capshim's two libraries a launch injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// libcapshim: the shim alone.
+    Plain,
+    /// libcapshim_guard: the shim plus the exec guard, which takes capshim out of the
+    /// environment of a program that cannot load it (Apple's arm64e programs, with SIP off;
+    /// docs/apple-runtime.md, "The exec guard").
+    Guard,
+}
+
+impl Flavor {
+    /// The library's file name on `os`.
+    pub const fn file_name(self, os: Os) -> &'static str {
+        match (self, os) {
+            (Flavor::Plain, _) => os.library_name(),
+            (Flavor::Guard, Os::MacOs) => "libcapshim_guard.dylib",
+            (Flavor::Guard, Os::Linux) => "libcapshim_guard.so",
+        }
+    }
+
+    /// The flavor a library file is, by its file name (a `--dylib` path): the guard library's
+    /// name, else the plain one.
+    pub fn of_path(path: &Path, os: Os) -> Flavor {
+        let guard = Flavor::Guard.file_name(os);
+        if path.file_name().is_some_and(|name| name == guard) {
+            Flavor::Guard
+        } else {
+            Flavor::Plain
+        }
+    }
+}
+
+/// The library a launch on `os` should inject with System Integrity Protection as `sip`
+/// says, and why: the guard library when SIP is off or its state unknown (then
+/// `DYLD_INSERT_LIBRARIES` may reach Apple's arm64e programs), the plain one with SIP on
+/// (dyld keeps the variable from them) and on Linux (no SIP, no arm64e).
+pub fn choose(os: Os, sip: &Sip) -> (Flavor, String) {
+    match (os, sip.dyld_variables_reach_apple_programs()) {
+        (Os::Linux, _) => (
+            Flavor::Plain,
+            "Linux has no System Integrity Protection and no arm64e programs, so the plain library"
+                .to_owned(),
+        ),
+        (Os::MacOs, Some(false)) => (
+            Flavor::Plain,
+            format!(
+                "{sip}, so dyld keeps DYLD_INSERT_LIBRARIES away from Apple's programs: the plain library"
+            ),
+        ),
+        (Os::MacOs, Some(true)) => (
+            Flavor::Guard,
+            format!(
+                "{sip}, so DYLD_INSERT_LIBRARIES reaches Apple's arm64e programs: the guard library, which takes capshim out of their environment"
+            ),
+        ),
+        (Os::MacOs, None) => (
+            Flavor::Guard,
+            format!(
+                "{sip}; DYLD_INSERT_LIBRARIES may reach Apple's arm64e programs: the guard library, which takes capshim out of their environment"
+            ),
+        ),
+    }
+}
+
+/// A library found for a launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// Which library it is.
+    pub flavor: Flavor,
+    /// Why this one: `--dylib`, or [`choose`]'s reason (and a fallback to the plain library
+    /// when the guard library is in none of the folders).
+    pub why: String,
+}
+
+/// [`locate_for`] with this machine's SIP state (`csrutil status` on macOS): what `run`,
+/// `bench` and `agent` inject.
+///
+/// # Errors
+/// As [`locate_for`].
+pub fn locate_here(explicit: Option<&Path>, os: Os) -> Result<PathBuf, DylibError> {
+    use crate::platform::facts::{Real, SystemFacts};
+    locate_for(explicit, os, &Real::default().sip()).map(|located| located.path)
+}
+
+/// As [`locate`], for the library [`choose`] picks: `--dylib` overrides; else the chosen
+/// library's file in the folders of [`candidates`], falling back to the plain library (with
+/// a reason saying so) when the guard library is in none of them.
+///
+/// # Errors
+/// As [`locate`]: [`DylibError::NotFound`] lists where the chosen library was looked for.
+pub fn locate_for(explicit: Option<&Path>, os: Os, sip: &Sip) -> Result<Located, DylibError> {
+    if let Some(path) = explicit {
+        let path = locate(Some(path), os)?;
+        let flavor = Flavor::of_path(&path, os);
+        return Ok(Located {
+            path,
+            flavor,
+            why: "given with --dylib".to_owned(),
+        });
+    }
+    let exe = std::env::current_exe().ok();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    located_in(
+        os,
+        sip,
+        exe.as_deref().and_then(Path::parent),
+        home.as_deref(),
+    )
+}
+
+/// [`locate_for`] without `--dylib`, searching the folders of [`candidates`] for an
+/// executable in `exe_dir` and a home folder `home`.
+fn located_in(
+    os: Os,
+    sip: &Sip,
+    exe_dir: Option<&Path>,
+    home: Option<&Path>,
+) -> Result<Located, DylibError> {
+    let (flavor, why) = choose(os, sip);
+    let search = |flavor: Flavor| {
+        let searched = candidates_of(flavor.file_name(os), exe_dir, home, os);
+        match searched.iter().find(|p| p.is_file()).cloned() {
+            Some(path) => Ok(path),
+            None => Err(searched),
+        }
+    };
+    let found = match search(flavor) {
+        Ok(path) => Ok((path, flavor, why)),
+        Err(searched) if flavor == Flavor::Guard => match search(Flavor::Plain) {
+            Ok(path) => Ok((
+                path,
+                Flavor::Plain,
+                format!(
+                    "{why}; but {} is in none of the folders looked in, so the plain library, without the exec guard",
+                    Flavor::Guard.file_name(os)
+                ),
+            )),
+            Err(_) => Err(searched),
+        },
+        Err(searched) => Err(searched),
+    };
+    let (path, flavor, why) = found.map_err(|searched| DylibError::NotFound {
+        name: flavor.file_name(os),
+        searched,
+    })?;
+    check_path(&path, os)?;
+    Ok(Located { path, flavor, why })
+}
 
 /// Why the shim library cannot be used.
 #[derive(Debug, Error)]
@@ -78,7 +231,11 @@ pub enum DylibError {
 /// `/usr/local/lib/capshim/`, on macOS `/opt/homebrew/lib/capshim/`, and
 /// `~/.local/lib/capshim/`.
 pub fn candidates(exe_dir: Option<&Path>, home: Option<&Path>, os: Os) -> Vec<PathBuf> {
-    let name = os.library_name();
+    candidates_of(os.library_name(), exe_dir, home, os)
+}
+
+/// [`candidates`] for the file `name` (either library).
+fn candidates_of(name: &str, exe_dir: Option<&Path>, home: Option<&Path>, os: Os) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = exe_dir {
         out.push(dir.join(name));
@@ -239,6 +396,66 @@ mod tests {
             linux,
             [PathBuf::from("/usr/local/lib/capshim/libcapshim.so")]
         );
+    }
+
+    #[test]
+    fn sip_off_or_unknown_chooses_the_guard_library() {
+        let unknown = Sip::Unknown("csrutil: not found".into());
+        let custom = Sip::Custom(vec![("Debugging Restrictions".into(), false)]);
+        assert_eq!(choose(Os::MacOs, &Sip::Enabled).0, Flavor::Plain);
+        assert_eq!(choose(Os::MacOs, &Sip::Disabled).0, Flavor::Guard);
+        assert_eq!(choose(Os::MacOs, &unknown).0, Flavor::Guard);
+        assert_eq!(choose(Os::MacOs, &custom).0, Flavor::Guard);
+        for sip in [Sip::Enabled, Sip::Disabled, unknown] {
+            assert_eq!(choose(Os::Linux, &sip).0, Flavor::Plain);
+        }
+        assert!(
+            choose(Os::MacOs, &Sip::Disabled)
+                .1
+                .contains("guard library")
+        );
+        assert_eq!(
+            Flavor::of_path(Path::new("/x/libcapshim_guard.dylib"), Os::MacOs),
+            Flavor::Guard
+        );
+        assert_eq!(
+            Flavor::of_path(Path::new("/x/libcapshim.dylib"), Os::MacOs),
+            Flavor::Plain
+        );
+    }
+
+    #[test]
+    fn the_chosen_library_is_searched_then_the_plain_one() {
+        let dir = std::env::temp_dir().join(format!("capshim-dylib-flavor-{}", std::process::id()));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let found = |sip: &Sip| located_in(Os::MacOs, sip, Some(&bin), None);
+        // Neither library: the chosen one is named as not found.
+        let err = found(&Sip::Disabled).unwrap_err().to_string();
+        assert!(err.contains("libcapshim_guard.dylib not found"), "{err}");
+        std::fs::write(bin.join("libcapshim.dylib"), b"x").unwrap();
+        let plain = found(&Sip::Disabled).unwrap();
+        assert_eq!(plain.flavor, Flavor::Plain);
+        assert!(
+            plain.why.contains("without the exec guard"),
+            "{}",
+            plain.why
+        );
+        std::fs::write(bin.join("libcapshim_guard.dylib"), b"x").unwrap();
+        let guard = found(&Sip::Disabled).unwrap();
+        assert_eq!(
+            (guard.flavor, guard.path),
+            (Flavor::Guard, bin.join("libcapshim_guard.dylib"))
+        );
+        assert_eq!(found(&Sip::Enabled).unwrap().flavor, Flavor::Plain);
+        // --dylib overrides, its flavor by name.
+        let given = locate_for(
+            Some(&bin.join("libcapshim.dylib")),
+            Os::MacOs,
+            &Sip::Disabled,
+        );
+        assert_eq!(given.unwrap().flavor, Flavor::Plain);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use super::Os;
+use super::dylib::Flavor;
 
 /// The injection variable's value with `library` added where the loader of `os` runs its
 /// initializer before those of the libraries already listed: first in `DYLD_INSERT_LIBRARIES`
@@ -36,7 +37,8 @@ pub fn insert_library(existing: Option<&OsStr>, library: &OsStr, os: Os) -> OsSt
 }
 
 /// Whether an entry of the injection variable is a capshim library: it is `library` itself,
-/// its file name is `libcapshim.dylib` or `libcapshim.so`, or it is a path (it holds a `/`,
+/// its file name is `libcapshim.dylib` or `libcapshim.so` or the guard library's
+/// (`libcapshim_guard.dylib`, `libcapshim_guard.so`), or it is a path (it holds a `/`,
 /// which both loaders read as a path, relative to the working folder or absolute) to a file
 /// that carries capshim's version record (`__DATA,__capshim` in a Mach-O slice,
 /// `.capshim_version` in ELF; [`capshim_macho::record`]), whatever its name: a renamed copy
@@ -45,9 +47,11 @@ pub fn insert_library(existing: Option<&OsStr>, library: &OsStr, os: Os) -> OsSt
 fn is_capshim_library(entry: &[u8], library: &OsStr) -> bool {
     let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
     if entry == library.as_encoded_bytes()
-        || [Os::MacOs, Os::Linux]
-            .iter()
-            .any(|os| name == os.library_name().as_bytes())
+        || [Os::MacOs, Os::Linux].iter().any(|&os| {
+            [Flavor::Plain, Flavor::Guard]
+                .iter()
+                .any(|flavor| name == flavor.file_name(os).as_bytes())
+        })
     {
         return true;
     }
@@ -118,6 +122,11 @@ mod tests {
         assert_eq!(
             strip("/a/libcapshim.so.bak", Os::Linux).as_deref(),
             Some("/a/libcapshim.so.bak")
+        );
+        // The guard library is capshim's too: one shim hooks, whichever was inherited.
+        assert_eq!(
+            strip("/old/libcapshim_guard.dylib:/a/libx.dylib", Os::MacOs).as_deref(),
+            Some("/a/libx.dylib")
         );
     }
 

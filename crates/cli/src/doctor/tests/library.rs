@@ -164,6 +164,50 @@ fn library_version_each_status() {
 }
 
 #[test]
+fn sip_off_with_the_guard_library_says_what_it_does() {
+    const GUARD: &str = "/opt/capshim/lib/libcapshim_guard.dylib";
+    let mut fake = guest().file(GUARD, 0, shim(Some(VERSION)));
+    fake.sip = Sip::Disabled;
+    let mut opts = options();
+    opts.library = Ok(GUARD.into());
+    let report = run(&fake, &opts);
+    let sip = find(&report, "sip");
+    assert_eq!(sip.status, Status::Warn);
+    assert!(
+        sip.summary.contains("guard library takes capshim out"),
+        "{}",
+        sip.summary
+    );
+    assert!(sip.detail.contains("CI runner"), "{}", sip.detail);
+    assert!(sip.fix.as_deref().unwrap().contains("capshim run"));
+    let found = find(&report, "library.found");
+    assert!(
+        found
+            .detail
+            .contains("libcapshim_guard.dylib, which `capshim run`"),
+        "{}",
+        found.detail
+    );
+    assert!(found.detail.contains("guard library"), "{}", found.detail);
+    // The plain library with SIP off: doctor says the guard library would be looked for first.
+    let report = run(&fake, &options());
+    let found = find(&report, "library.found");
+    assert!(
+        found
+            .detail
+            .contains("look for libcapshim_guard.dylib first"),
+        "{}",
+        found.detail
+    );
+    // SIP on: the plain library is the one that applies.
+    fake.sip = Sip::Enabled;
+    let found = find(&run(&fake, &options()), "library.found")
+        .detail
+        .clone();
+    assert!(found.contains("libcapshim.dylib, which"), "{found}");
+}
+
+#[test]
 fn sip_each_status() {
     let sip = |sip: Sip| {
         let mut fake = guest();
@@ -181,7 +225,7 @@ fn sip_each_status() {
         "{}",
         off.detail
     );
-    assert!(off.fix.unwrap().contains("--scope process"));
+    assert!(off.fix.unwrap().contains("use the guard library"));
     let custom = sip(Sip::Custom(vec![("Debugging Restrictions".into(), false)]));
     assert_eq!(custom.status, Status::Warn);
     assert!(custom.summary.contains("cannot tell"), "{}", custom.summary);

@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::Os;
+use super::dylib::Flavor;
 use super::environment::ScopeArg;
 use crate::platform::facts::{QUARANTINE, SystemFacts};
 use capshim_macho::{Arch, Binary};
@@ -255,6 +256,7 @@ pub fn check(facts: &dyn SystemFacts, launch: &Launch<'_>) -> Result<Vec<String>
             &sip(),
             launch.scope,
             launch.library_arches,
+            Flavor::of_path(launch.library, launch.os),
         ));
     }
     Ok(warnings)

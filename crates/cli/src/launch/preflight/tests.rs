@@ -406,7 +406,7 @@ fn with_sip_off_every_launch_says_what_happens_to_apple_programs() {
         "terminating because inserted dylib",
         "/bin/sh",
         "--scope children (the default)",
-        "--scope process",
+        "inject the guard library",
         "csrutil enable",
     ] {
         assert!(text.contains(needle), "{needle:?} missing: {text}");
@@ -414,7 +414,11 @@ fn with_sip_off_every_launch_says_what_happens_to_apple_programs() {
     let mut process = launch(TOOL);
     process.scope = ScopeArg::Process;
     let warnings = run(&mac(Sip::Disabled, arm64_exe()), &process).unwrap();
-    assert!(warnings[0].contains("those started before"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("children started before"),
+        "{warnings:?}"
+    );
+    assert!(warnings[0].contains("os.environ"), "{warnings:?}");
     // Even with --skip-preflight.
     process.skip_program = true;
     assert_eq!(
@@ -437,7 +441,8 @@ fn with_sip_off_every_launch_says_what_happens_to_apple_programs() {
         apple_programs_warning(
             &Sip::Disabled,
             ScopeArg::Children,
-            &[Arch::Arm64, Arch::Arm64e]
+            &[Arch::Arm64, Arch::Arm64e],
+            Flavor::Plain,
         ),
         None
     );
@@ -448,6 +453,37 @@ fn with_sip_off_every_launch_says_what_happens_to_apple_programs() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[test]
+fn with_the_guard_library_the_warning_says_what_it_does_and_cannot() {
+    const GUARD_LIB: &str = "/opt/capshim/lib/libcapshim_guard.dylib";
+    let facts = mac(Sip::Disabled, arm64_exe()).file(GUARD_LIB, 0, arm64_exe());
+    let mut guarded = launch(TOOL);
+    guarded.library = Path::new(GUARD_LIB);
+    let warnings = run(&facts, &guarded).unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    for needle in [
+        "System Integrity Protection is disabled",
+        "guard library is injected",
+        "execve, posix_spawn, posix_spawnp",
+        "CAPSHIM_* variables",
+        "did not load it",
+        "CI runner",
+    ] {
+        assert!(
+            warnings[0].contains(needle),
+            "{needle:?} missing: {}",
+            warnings[0]
+        );
+    }
+    assert!(!warnings[0].contains("inject the guard library"));
+    // The plain library's warning points at the guard library.
+    let plain = run(&mac(Sip::Disabled, arm64_exe()), &launch(TOOL)).unwrap();
+    assert!(plain[0].contains("inject the guard library (libcapshim_guard.dylib"));
+    // SIP on: nothing to say, whichever library.
+    let on = mac(Sip::Enabled, arm64_exe()).file(GUARD_LIB, 0, arm64_exe());
+    assert!(run(&on, &guarded).unwrap().is_empty());
 }
 
 #[test]
