@@ -145,7 +145,7 @@ pub fn derivable(kind: &Kind) -> &'static [u32] {
     match kind {
         Kind::Bench => &[5, crate::analysis::SCHEMA_VERSION],
         Kind::Verify => &[1, 6],
-        Kind::Selftest => &[crate::selftest::bundle::SCHEMA_VERSION],
+        Kind::Selftest => &[1, crate::selftest::bundle::SCHEMA_VERSION],
         Kind::Other(_) => &[],
     }
 }

@@ -138,6 +138,13 @@ pub trait Experiment {
         false
     }
 
+    /// Whether the bundle is kept. An experiment that writes a bundle only when asked
+    /// (`selftest` without `-o`) runs in a scratch directory instead, removed when it ends;
+    /// a stop then leaves no note and returns its error as it is.
+    fn keeps_bundle(&self) -> bool {
+        true
+    }
+
     /// Work before the bundle exists (hashing files), stopped when `stop` returns a signal.
     ///
     /// # Errors
@@ -174,7 +181,22 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
     if let Some(number) = signals.received() {
         return Err(ExperimentError::interrupted(&words, number));
     }
-    let dir = bundle::create_named(e.output(), words.prefix)?;
+    let scratch = if e.keeps_bundle() {
+        None
+    } else {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("{}-", words.prefix))
+            .tempdir()
+            .map_err(io(
+                "cannot create a scratch directory in",
+                &std::env::temp_dir(),
+            ))?;
+        Some(tmp)
+    };
+    let dir = match &scratch {
+        Some(tmp) => bundle::create_named(Some(&tmp.path().join("bundle")), words.prefix)?,
+        None => bundle::create_named(e.output(), words.prefix)?,
+    };
     let mut cx = Context {
         signals: &signals,
         progress: Progress::default(),
@@ -184,6 +206,10 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
         failed: Vec::new(),
     };
     e.run_in(&dir, &mut cx).map_err(|err| {
+        if scratch.is_some() {
+            e.on_stop();
+            return err;
+        }
         let footer = e.on_stop();
         let noted =
             incomplete::write(&dir, &words, e.derived(), &cx.progress, &err, footer).is_ok();
