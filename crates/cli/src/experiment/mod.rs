@@ -208,7 +208,7 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
     e.run_in(&dir, &mut cx).map_err(|err| {
         if scratch.is_some() {
             e.on_stop();
-            return err;
+            return err.unkept();
         }
         let footer = e.on_stop();
         let noted =

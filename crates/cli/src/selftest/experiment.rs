@@ -21,7 +21,7 @@ use crate::launch::environment::{ScopeArg, ShimSettings};
 /// How selftest speaks of itself.
 pub const WORDS: Words = Words {
     command: "selftest",
-    unit: "process",
+    unit: "step",
     running: "the probe or the kernel process",
     tool_option: "--probe",
     fix: "the probe given with --probe and the shim library (--dylib)",
