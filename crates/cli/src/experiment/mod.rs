@@ -11,7 +11,9 @@
 //! - [`rounds`]: each round's random arm order, and the round loop with progress.
 //! - [`tool`]: one tool process, and a failed run's reason and stderr tail.
 //! - [`record`]: `environment.json`'s header and process records; [`machine`]: the machine.
-//! - [`seal`]: the signing key checked before the first run, and the sealed bundle presented.
+//! - [`seal`]: the signing key checked before the first run, the seal (derived files,
+//!   `environment.json`, `SHA256SUMS`), the sealed bundle presented, and a kind's manifest read
+//!   back for `report`.
 //! - [`incomplete`]: the note a stopped experiment leaves instead of a seal.
 //! - [`error`]: [`ExperimentError`], why an experiment stopped.
 
@@ -166,7 +168,8 @@ pub trait Experiment {
     }
 }
 
-/// Runs the experiment `e` into a new bundle.
+/// Runs the experiment `e` into a new bundle (into a scratch directory, removed at the end,
+/// when it keeps none: [`Experiment::keeps_bundle`]).
 ///
 /// # Errors
 /// [`ExperimentError`]; once the bundle directory exists, [`ExperimentError::Stopped`] naming
