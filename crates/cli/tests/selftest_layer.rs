@@ -1,7 +1,8 @@
 //! `capshim selftest` on the experiment layer, as bench and verify run on it: a signal passed
 //! on to the running probe leaves the bundle unsealed with an INCOMPLETE note; `--sign` is
-//! checked before anything runs and signs the sealed bundle; a bundle of layout 1 (the
-//! selftest's own machine record, before the layer's) is still derived by `report`.
+//! checked before anything runs and signs the sealed bundle; bundles of layout 1 (the
+//! selftest's own machine record, before the layer's; saved in `tests/fixtures/selftest`) are
+//! still derived by `report`.
 //!
 //! Needs the shim built (`cargo build -p capshim`), as selftest_simguest.rs.
 #![cfg(target_os = "linux")]
@@ -236,4 +237,33 @@ fn a_bundle_of_layout_1_is_still_derived() {
         .assert()
         .success()
         .stdout(read(&dir.join("checks.json")));
+}
+
+/// Layout-1 bundles saved from the capshim before the layer (`tests/fixtures/selftest`, never
+/// regenerated) pass `capshim report` byte for byte.
+#[test]
+fn saved_layout_1_bundles_are_derived_again_byte_for_byte() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/selftest");
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    for dir in dirs {
+        assert!(read(&dir.join("environment.json")).contains("\"schema_version\": 1"));
+        capshim()
+            .arg("report")
+            .arg(&dir)
+            .assert()
+            .code(0)
+            .stdout(read(&dir.join("report.md")));
+        capshim()
+            .args(["report", "--json"])
+            .arg(&dir)
+            .assert()
+            .code(0)
+            .stdout(read(&dir.join("checks.json")));
+    }
 }
