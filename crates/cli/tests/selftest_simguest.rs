@@ -156,18 +156,25 @@ fn the_bundle_is_checked_and_shown_by_report() {
         .unwrap();
     assert!(status.success());
     let env_file = copy.join("environment.json");
-    let text = read(&env_file).replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
+    let text = read(&env_file).replacen("\"schema_version\": 2", "\"schema_version\": 99", 1);
     std::fs::write(&env_file, text).unwrap();
     reseal(&copy);
+    // (Refused since report refuses unknown layouts, exit 3; shown only with --as-written.)
     capshim()
         .args(["report", "--json"])
         .arg(&copy)
         .assert()
-        .success()
-        .stdout(read(&dir.join("checks.json")))
+        .code(3)
         .stderr(predicate::str::contains(
-            "is a selftest bundle of schema_version 99",
+            "schema_version 99: this capshim never wrote a selftest bundle of that layout; it \
+             derives schema_version 1, 2",
         ));
+    capshim()
+        .args(["report", "--json", "--as-written"])
+        .arg(&copy)
+        .assert()
+        .code(4)
+        .stdout(predicate::str::ends_with(read(&dir.join("checks.json"))));
 
     // The status file edited so that the probe never activated, and the sums regenerated:
     // checks.json is no longer what the raw files give.

@@ -7,17 +7,14 @@ use anyhow::Context;
 use capshim_profile::device::Answers;
 use clap::Args;
 
-use super::{UsageError, out};
-use crate::launch::environment::{ScopeArg, ShimSettings};
+use super::{UsageError, out, sign, stopped};
+use crate::experiment::seal::check_signing_key;
 use crate::launch::{Os, dylib};
 use crate::platform::facts::{self, SystemFacts};
 use crate::profile::ProfileArgs;
-use crate::selftest::bundle::{self, Machine, Written};
-use crate::selftest::child::{ShimmedKernels, run_with_shim};
+use crate::selftest::experiment::{self, Plan};
 use crate::selftest::kernels::{self, Kernel};
-use crate::selftest::{
-    Evidence, Probe, ProfileRecord, claimed_kernels, evaluate, render, run_claimed,
-};
+use crate::selftest::{ProfileRecord, claimed_kernels, render};
 
 /// Check that this machine's GPU does what a profile claims: the shim activates in a probe,
 /// and a small Metal kernel for each capability claimed beyond stock gives the CPU's results
@@ -43,7 +40,11 @@ each check proves.
 
 -o DIR writes an evidence bundle of kind selftest (raw status files and outputs,
 environment.json, checks.json, report.md, SHA256SUMS) that `capshim report DIR` checks and
-shows.
+shows; --sign KEYFILE also signs it (SHA256SUMS.sig, as bench and verify do; the key is
+checked before anything runs). A selftest runs through the same experiment layer as bench
+and verify: SIGINT (Ctrl-C), SIGTERM or SIGHUP is passed on to the running probe or kernel
+process; capshim waits for it, starts no further process and exits 128 + the signal's
+number, leaving the bundle (with -o) unsealed, with an INCOMPLETE note.
 
 Examples:
   capshim selftest
@@ -55,8 +56,10 @@ Exit codes:
   0  every claim checked holds (skipped checks allowed)
   5  a claim does not hold: the shim did not activate, or a kernel failed or differs from the CPU
   1  error (the shim library missing or unusable, a process that cannot be started, the bundle
-     directory exists or cannot be written)
-  2  usage error (also --profile stock, which claims nothing)")]
+     directory exists or cannot be written, a --sign key that cannot sign here, signing failed:
+     the bundle is then sealed, unsigned)
+  2  usage error (also --profile stock, which claims nothing, and --sign without -o)
+  129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (with -o, the bundle is unfinished)")]
 pub struct SelftestArgs {
     /// Print JSON: {"capshim_version":…,"os":…,"profile":…,"checks":[{"id","status","summary","detail","fix","time_ms"},…],"counts":{…},"exit_code":…}
     #[arg(long)]
@@ -81,6 +84,13 @@ pub struct SelftestArgs {
     /// Write an evidence bundle to this new directory
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
     output: Option<PathBuf>,
+
+    /// Sign the bundle (-o) when sealing it: SHA256SUMS.sig, an OpenSSH signature (ssh-keygen
+    /// -Y sign, namespace capshim-bundle) with this private key, or the public key (.pub) of a
+    /// key held by ssh-agent. Checked before anything runs: without a terminal, the key must
+    /// sign without a passphrase (none, or held by ssh-agent).
+    #[arg(long = "sign", value_name = "KEYFILE", requires = "output")]
+    sign: Option<PathBuf>,
 
     /// Internal: run the kernels in this process and print their outputs as JSON
     #[arg(long, hide = true)]
@@ -126,17 +136,6 @@ fn stock(os: Os) -> (Answers, String, Option<String>) {
     }
 }
 
-fn machine(os: Os) -> Machine {
-    let real = facts::Real::default();
-    let macos = os == Os::MacOs;
-    Machine {
-        os: std::env::consts::OS,
-        arch: std::env::consts::ARCH,
-        cpu_brand: real.cpu_brand().ok().filter(|_| macos),
-        os_version: real.sysctl("kern.osproductversion").ok().filter(|_| macos),
-    }
-}
-
 fn kernel_child(args: &SelftestArgs) -> anyhow::Result<ExitCode> {
     let runs = kernels::run_all(&args.kernels, args.threadgroup_bytes);
     out(&(serde_json::to_string(&runs)? + "\n"))?;
@@ -148,7 +147,27 @@ pub fn execute(args: SelftestArgs) -> anyhow::Result<ExitCode> {
     if args.kernel_child {
         return kernel_child(&args);
     }
-    let started = crate::bundle::time::now();
+    let plan = plan(&args)?;
+    let outcome = match experiment::run(&plan) {
+        Ok(outcome) => outcome,
+        Err(e) => return stopped(e.interrupted_by(), e),
+    };
+    let report = &outcome.report;
+    let text = if args.json {
+        serde_json::to_string_pretty(report)? + "\n"
+    } else {
+        crate::term::paint_doctor(&render::text(report, args.verbose))
+    };
+    match &outcome.bundle {
+        Some(dir) => sign::present(dir, args.sign.as_deref(), &text)?,
+        None => out(&text)?,
+    }
+    Ok(ExitCode::from(report.exit_code))
+}
+
+/// Everything decided before the first process: the profile, the stock answers, the probe,
+/// the shim library and the signing key, checked.
+fn plan(args: &SelftestArgs) -> anyhow::Result<Plan> {
     let os = Os::current();
     let resolved = args.profile.resolve()?;
     let Some(profile) = resolved.profile else {
@@ -165,77 +184,34 @@ pub fn execute(args: SelftestArgs) -> anyhow::Result<ExitCode> {
     {
         return Err(crate::bundle::BundleError::Exists(dir.clone()).into());
     }
+    if let Some(key) = &args.sign {
+        check_signing_key(key)?;
+    }
     let (stock, stock_source, no_device) = stock(os);
     let claimed = claimed_kernels(&profile, &stock);
     let exe = std::env::current_exe().context("cannot find the capshim executable to re-run")?;
-    let probe_argv: Option<(PathBuf, Vec<String>)> = match (&args.probe, os) {
+    let probe: Option<(PathBuf, Vec<String>)> = match (&args.probe, os) {
         (Some(p), _) => Some((p.clone(), Vec::new())),
         (None, Os::MacOs) => Some((exe.clone(), vec!["probe".into(), "--json".into()])),
         (None, Os::Linux) => None,
     };
     let runs_kernels = !claimed.is_empty() && no_device.is_none();
-    let library = if probe_argv.is_some() || runs_kernels {
+    let library = if probe.is_some() || runs_kernels {
         let library = dylib::locate(args.dylib.as_deref(), os)?;
         dylib::check(&library, os)?;
         Some(library)
     } else {
         None
     };
-    let settings = ShimSettings {
-        profile: Some(profile),
-        library: library.clone().unwrap_or_default(),
-        scope: ScopeArg::Children,
-        only_process: None,
-        log: None,
-        status_file: None,
-    };
-    let probe = match &probe_argv {
-        Some((program, program_args)) => {
-            Probe::Ran(run_with_shim(program, program_args, &settings, os)?)
-        }
-        None => Probe::Skipped(
-            "no probe: `capshim probe` needs macOS; on Linux give --probe with the simulated \
-             guest's probe"
-                .to_string(),
-        ),
-    };
-    let gpu = ShimmedKernels {
-        exe,
-        settings,
-        os,
-        no_device,
-    };
-    let kernels = run_claimed(&gpu, &profile, &stock)?;
-    let evidence = Evidence {
-        capshim_version: env!("CARGO_PKG_VERSION").to_string(),
-        os: std::env::consts::OS.to_string(),
-        profile: ProfileRecord::new(&resolved.name, &profile, &resolved.provenance),
+    Ok(Plan {
+        record: ProfileRecord::new(&resolved.name, &profile, &resolved.provenance),
+        profile,
         stock,
         stock_source,
+        no_device,
         probe,
-        kernels,
-    };
-    let report = evaluate(&evidence).map_err(anyhow::Error::msg)?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        crate::term::paint_doctor(&render::text(&report, args.verbose))
-    };
-    out(&text)?;
-    if let Some(dir) = &args.output {
-        let written = Written {
-            started,
-            machine: &machine(os),
-            dylib: library.as_deref(),
-            probe: probe_argv.as_ref().map(|(p, _)| p.as_path()),
-            injection_variable: os.injection_var(),
-        };
-        let dir = bundle::write(dir, &evidence, &report, &written)?;
-        crate::term::note(format!(
-            "selftest: evidence bundle {} (check it with `capshim report {}`)",
-            dir.display(),
-            dir.display()
-        ));
-    }
-    Ok(ExitCode::from(report.exit_code))
+        library,
+        exe,
+        output: args.output.clone(),
+    })
 }

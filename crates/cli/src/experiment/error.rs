@@ -96,6 +96,21 @@ pub enum ExperimentError {
         /// The note's file name.
         note: &'static str,
     },
+    /// A signal stopped an experiment that keeps no bundle (`selftest` without `-o`).
+    #[error(
+        "interrupted by {signal}: {tool} was stopped and no further {unit}s were started; no \
+         bundle was asked for (-o), so nothing was kept"
+    )]
+    InterruptedUnkept {
+        /// The signal's name, e.g. `SIGTERM`.
+        signal: String,
+        /// The signal's number.
+        number: i32,
+        /// The tool, as [`Words::running`] says it.
+        tool: &'static str,
+        /// What one unit of work is called.
+        unit: &'static str,
+    },
     /// Any of the above, after the bundle directory was created.
     #[error("{command} stopped; the raw files written so far are in {dir}{}", if *noted { ", with an INCOMPLETE note" } else { "" })]
     Stopped {
@@ -156,7 +171,8 @@ impl ExperimentError {
     /// The signal that stopped the run, when one did.
     pub fn interrupted_by(&self) -> Option<i32> {
         match self {
-            ExperimentError::Interrupted { number, .. } => Some(*number),
+            ExperimentError::Interrupted { number, .. }
+            | ExperimentError::InterruptedUnkept { number, .. } => Some(*number),
             ExperimentError::Identify(IdentifyError::Stopped { signal, .. }) => Some(*signal),
             ExperimentError::Stopped { source, .. } => source.interrupted_by(),
             _ => None,
@@ -171,6 +187,26 @@ impl ExperimentError {
             tool: words.running,
             unit: words.unit,
             note: crate::bundle::INCOMPLETE_FILE,
+        }
+    }
+
+    /// The same error for an experiment that keeps no bundle: an interruption says that
+    /// nothing was kept, instead of naming a note.
+    pub fn unkept(self) -> Self {
+        match self {
+            ExperimentError::Interrupted {
+                signal,
+                number,
+                tool,
+                unit,
+                ..
+            } => ExperimentError::InterruptedUnkept {
+                signal,
+                number,
+                tool,
+                unit,
+            },
+            other => other,
         }
     }
 

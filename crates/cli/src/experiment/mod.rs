@@ -11,7 +11,9 @@
 //! - [`rounds`]: each round's random arm order, and the round loop with progress.
 //! - [`tool`]: one tool process, and a failed run's reason and stderr tail.
 //! - [`record`]: `environment.json`'s header and process records; [`machine`]: the machine.
-//! - [`seal`]: the signing key checked before the first run, and the sealed bundle presented.
+//! - [`seal`]: the signing key checked before the first run, the seal (derived files,
+//!   `environment.json`, `SHA256SUMS`), the sealed bundle presented, and a kind's manifest read
+//!   back for `report`.
 //! - [`incomplete`]: the note a stopped experiment leaves instead of a seal.
 //! - [`error`]: [`ExperimentError`], why an experiment stopped.
 
@@ -138,6 +140,13 @@ pub trait Experiment {
         false
     }
 
+    /// Whether the bundle is kept. An experiment that writes a bundle only when asked
+    /// (`selftest` without `-o`) runs in a scratch directory instead, removed when it ends;
+    /// a stop then leaves no note and returns its error as it is.
+    fn keeps_bundle(&self) -> bool {
+        true
+    }
+
     /// Work before the bundle exists (hashing files), stopped when `stop` returns a signal.
     ///
     /// # Errors
@@ -159,7 +168,8 @@ pub trait Experiment {
     }
 }
 
-/// Runs the experiment `e` into a new bundle.
+/// Runs the experiment `e` into a new bundle (into a scratch directory, removed at the end,
+/// when it keeps none: [`Experiment::keeps_bundle`]).
 ///
 /// # Errors
 /// [`ExperimentError`]; once the bundle directory exists, [`ExperimentError::Stopped`] naming
@@ -174,7 +184,22 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
     if let Some(number) = signals.received() {
         return Err(ExperimentError::interrupted(&words, number));
     }
-    let dir = bundle::create_named(e.output(), words.prefix)?;
+    let scratch = if e.keeps_bundle() {
+        None
+    } else {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("{}-", words.prefix))
+            .tempdir()
+            .map_err(io(
+                "cannot create a scratch directory in",
+                &std::env::temp_dir(),
+            ))?;
+        Some(tmp)
+    };
+    let dir = match &scratch {
+        Some(tmp) => bundle::create_named(Some(&tmp.path().join("bundle")), words.prefix)?,
+        None => bundle::create_named(e.output(), words.prefix)?,
+    };
     let mut cx = Context {
         signals: &signals,
         progress: Progress::default(),
@@ -184,6 +209,10 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
         failed: Vec::new(),
     };
     e.run_in(&dir, &mut cx).map_err(|err| {
+        if scratch.is_some() {
+            e.on_stop();
+            return err.unkept();
+        }
         let footer = e.on_stop();
         let noted =
             incomplete::write(&dir, &words, e.derived(), &cx.progress, &err, footer).is_ok();

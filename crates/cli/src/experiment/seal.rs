@@ -4,7 +4,11 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
+use super::error::{ExperimentError, io};
 use crate::bundle::sign::{self, SignError};
+use crate::bundle::{self, BundleError};
 
 /// A sealed bundle and the reports its command prints.
 pub struct SealedBundle {
@@ -45,4 +49,57 @@ pub fn check_signing_key(key: &Path) -> Result<String, SignError> {
         sign::try_sign_unattended(key)?;
     }
     Ok(fingerprint)
+}
+
+/// Seals the bundle `dir`: writes its derived files (name and text, in order), then
+/// `environment.json` (`environment`, pretty-printed), then `SHA256SUMS` over every file.
+///
+/// # Errors
+/// When a file cannot be written or `environment` cannot be serialized.
+pub fn write_sealed(
+    dir: &Path,
+    derived: &[(&'static str, String)],
+    environment: &impl Serialize,
+) -> Result<(), ExperimentError> {
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(io("cannot write", &path))
+    };
+    for (name, text) in derived {
+        write(name, text)?;
+    }
+    let env =
+        serde_json::to_string_pretty(environment).map_err(|source| ExperimentError::Json {
+            what: "environment.json",
+            source,
+        })? + "\n";
+    write("environment.json", &env)?;
+    bundle::write_sums(dir)?;
+    Ok(())
+}
+
+/// The manifest of kind `kind` a sealed bundle `dir` keeps under that key of its
+/// `environment.json`, for `report` to derive the bundle again from.
+///
+/// # Errors
+/// [`BundleError::Io`] when the file cannot be read; [`BundleError::NotABundle`] when it is not
+/// JSON or has no such manifest.
+pub fn read_manifest<M: serde::de::DeserializeOwned>(
+    dir: &Path,
+    kind: &str,
+) -> Result<M, BundleError> {
+    let not_a_bundle = |why: String| BundleError::NotABundle {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let path = dir.join("environment.json");
+    let text = std::fs::read_to_string(&path).map_err(BundleError::io("cannot read", &path))?;
+    let mut env: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| not_a_bundle(format!("environment.json is not a {kind} record: {e}")))?;
+    let manifest = env
+        .remove(kind)
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| not_a_bundle(format!("environment.json has no `{kind}` manifest")))?;
+    serde_json::from_value(manifest)
+        .map_err(|e| not_a_bundle(format!("environment.json is not a {kind} record: {e}")))
 }

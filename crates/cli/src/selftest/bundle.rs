@@ -3,30 +3,41 @@
 //! - `raw/`: what the processes left, as they left it: the probe's status file, stdout and
 //!   stderr ([`PROBE_STATUS`], [`PROBE_STDOUT`], [`PROBE_STDERR`]) and the kernel process's
 //!   ([`KERNELS_STATUS`], [`KERNELS_JSON`], its stdout, and [`KERNELS_STDERR`]);
-//! - `environment.json`: the kind and layout, the machine, the files used (the shim library,
+//! - `environment.json`: the experiment layer's header (kind, layout, times, the machine), the
+//!   files used (the shim library,
 //!   the probe), and under `selftest` the [`Manifest`]: the profile, the stock answers and how
 //!   each process ended;
 //! - `checks.json` and `report.md`, derived from those alone ([`super::evaluate`]):
 //!   `checks.json` is exactly what `--json` printed;
 //! - `SHA256SUMS` over every file.
 //!
+//! The processes write their raw files into the bundle as they run
+//! ([`super::child::run_with_shim`]); [`seal`] adds the rest through the experiment layer.
+//!
 //! [`check`] is `capshim report`'s side: it derives `checks.json` and `report.md` again from
 //! the raw files and the manifest and compares them byte for byte (after the checksums).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use capshim_profile::device::Answers;
 use serde::{Deserialize, Serialize};
 
 use super::{Evidence, Kernels, Probe, ProcessRecord, ProfileRecord, Report, evaluate, render};
-use crate::bundle::identity::{FileId, IdentifyError, file_id};
+use crate::bundle::BundleError;
+use crate::bundle::identity::{FileId, file_id};
 use crate::bundle::schema::compare_derived;
-use crate::bundle::{self, BundleError, time};
+use crate::experiment::ExperimentError;
+pub use crate::experiment::machine::Machine;
+use crate::experiment::record::Header;
+use crate::experiment::seal::{read_manifest, write_sealed};
 
 /// The `kind` of a selftest bundle's `environment.json`.
 pub const KIND: &str = "selftest";
-/// Version of the selftest bundle layout (`schema_version` of `environment.json`).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the selftest bundle layout (`schema_version` of `environment.json`): 2 since
+/// its header and machine record are the experiment layer's ([`Header`]); layout 1 had a
+/// machine record of its own (`os`, `arch`, `cpu_brand`, `os_version`) and is derived the same
+/// way, from the same raw files and manifest.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The probe's status file.
 pub const PROBE_STATUS: &str = "raw/probe.status.jsonl";
@@ -101,19 +112,6 @@ pub struct Manifest {
     pub kernels: Option<KernelsEntry>,
 }
 
-/// The machine, as far as capshim read it.
-#[derive(Clone, Debug, Serialize)]
-pub struct Machine {
-    /// `std::env::consts::OS`.
-    pub os: &'static str,
-    /// `std::env::consts::ARCH`.
-    pub arch: &'static str,
-    /// `sysctl machdep.cpu.brand_string`, when read.
-    pub cpu_brand: Option<String>,
-    /// `sysctl kern.osproductversion`, when read.
-    pub os_version: Option<String>,
-}
-
 /// The files the selftest used, hashed.
 #[derive(Clone, Debug, Serialize)]
 pub struct Files {
@@ -123,22 +121,15 @@ pub struct Files {
     pub probe: Option<FileId>,
 }
 
+/// `environment.json`: the layer's header (layout, kind, version, times, the machine), then
+/// what is particular to a selftest.
 #[derive(Serialize)]
 struct Environment<'a> {
-    schema_version: u32,
-    kind: &'static str,
-    capshim_version: &'a str,
-    started_utc: String,
-    finished_utc: String,
-    machine: &'a Machine,
+    #[serde(flatten)]
+    header: Header,
     injection_variable: &'static str,
     files: Files,
     selftest: &'a Manifest,
-}
-
-#[derive(Deserialize)]
-struct EnvironmentFile {
-    selftest: Option<Manifest>,
 }
 
 fn entry(p: &ProcessRecord) -> ProcessEntry {
@@ -182,7 +173,7 @@ pub fn derived(report: &Report) -> [(&'static str, String); 2] {
 pub struct Written<'a> {
     /// When the selftest started, seconds since the Unix epoch.
     pub started: u64,
-    /// The machine.
+    /// The machine ([`crate::experiment::machine::collect`]).
     pub machine: &'a Machine,
     /// The shim library.
     pub dylib: Option<&'a Path>,
@@ -192,21 +183,50 @@ pub struct Written<'a> {
     pub injection_variable: &'static str,
 }
 
-/// Writes the bundle `dir` (which must not exist) for `evidence` and its `report`, sealed.
+/// Seals the bundle `dir`, whose raw files the processes of `evidence` left: the files used
+/// hashed, then the layer's seal ([`write_sealed`]): `checks.json` and `report.md` from
+/// `report`, `environment.json`, `SHA256SUMS`.
 ///
 /// # Errors
-/// [`BundleError::Exists`] when `dir` exists; [`BundleError::Io`] when a file cannot be
-/// written or a used file read.
+/// When a used file cannot be read or a file cannot be written.
+pub fn seal(
+    dir: &Path,
+    evidence: &Evidence,
+    report: &Report,
+    with: &Written<'_>,
+) -> Result<(), ExperimentError> {
+    let identify = |path: Option<&Path>| path.map(file_id).transpose();
+    let manifest = manifest(evidence);
+    let mut header = Header::now(KIND, SCHEMA_VERSION, with.started);
+    header.machine = with.machine.clone();
+    let env = Environment {
+        header,
+        injection_variable: with.injection_variable,
+        files: Files {
+            dylib: identify(with.dylib)?,
+            probe: identify(with.probe)?,
+        },
+        selftest: &manifest,
+    };
+    write_sealed(dir, &derived(report), &env)
+}
+
+/// Writes the bundle `dir` (which must not exist) for `evidence` gathered elsewhere (its raw
+/// files from the records; the tests' injected evidence) and seals it.
+///
+/// # Errors
+/// [`BundleError::Exists`] (in [`ExperimentError::Bundle`]) when `dir` exists; as [`seal`].
+#[cfg(test)]
 pub fn write(
     dir: &Path,
     evidence: &Evidence,
     report: &Report,
     with: &Written<'_>,
-) -> Result<PathBuf, BundleError> {
-    let dir = bundle::create_named(Some(dir), "capshim-selftest")?;
+) -> Result<std::path::PathBuf, ExperimentError> {
+    let dir = crate::bundle::create_named(Some(dir), "capshim-selftest")?;
     let put = |name: &str, text: &str| {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(BundleError::io("cannot write", &path))
+        std::fs::write(&path, text).map_err(crate::experiment::io("cannot write", &path))
     };
     if let Probe::Ran(p) = &evidence.probe {
         put(PROBE_STATUS, &p.status)?;
@@ -218,46 +238,7 @@ pub fn write(
         put(KERNELS_JSON, &p.stdout)?;
         put(KERNELS_STDERR, &p.stderr)?;
     }
-    let identify = |path: Option<&Path>| {
-        path.map(|p| {
-            file_id(p).map_err(|e| match e {
-                IdentifyError::Io { path, source } => BundleError::Io {
-                    action: "cannot read",
-                    path,
-                    source,
-                },
-                other => BundleError::Io {
-                    action: "cannot identify",
-                    path: p.to_path_buf(),
-                    source: std::io::Error::other(other.to_string()),
-                },
-            })
-        })
-        .transpose()
-    };
-    let manifest = manifest(evidence);
-    let env = Environment {
-        schema_version: SCHEMA_VERSION,
-        kind: KIND,
-        capshim_version: &evidence.capshim_version,
-        started_utc: time::iso(with.started),
-        finished_utc: time::iso(time::now()),
-        machine: with.machine,
-        injection_variable: with.injection_variable,
-        files: Files {
-            dylib: identify(with.dylib)?,
-            probe: identify(with.probe)?,
-        },
-        selftest: &manifest,
-    };
-    put(
-        "environment.json",
-        &(serde_json::to_string_pretty(&env).expect("a record serializes") + "\n"),
-    )?;
-    for (name, text) in derived(report) {
-        put(name, &text)?;
-    }
-    bundle::write_sums(&dir)?;
+    seal(&dir, evidence, report, with)?;
     Ok(dir)
 }
 
@@ -283,16 +264,7 @@ fn record(dir: &Path, p: &ProcessEntry, files: [&str; 3]) -> Result<ProcessRecor
 /// # Errors
 /// As [`check`].
 pub fn read(dir: &Path) -> Result<Evidence, BundleError> {
-    let not_a_bundle = |why: String| BundleError::NotABundle {
-        path: dir.to_path_buf(),
-        why,
-    };
-    let text = raw(dir, "environment.json")?;
-    let env: EnvironmentFile = serde_json::from_str(&text)
-        .map_err(|e| not_a_bundle(format!("environment.json is not a selftest record: {e}")))?;
-    let m = env
-        .selftest
-        .ok_or_else(|| not_a_bundle("environment.json has no `selftest` manifest".into()))?;
+    let m: Manifest = read_manifest(dir, KIND)?;
     Ok(Evidence {
         capshim_version: m.capshim_version,
         os: m.os,

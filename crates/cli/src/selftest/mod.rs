@@ -12,11 +12,13 @@
 //! - [`kernels`]: the kernels, their sources and the kernel process's side.
 //! - [`reference`]: the CPU reference of each kernel.
 //! - [`render`]: the text and Markdown reports.
-//! - [`child`]: the processes started with the shim.
-//! - [`bundle`]: the evidence bundle, written and checked.
+//! - [`child`]: the processes started with the shim, as steps of the experiment.
+//! - [`experiment`]: the selftest on the experiment layer (steps, signals, seal, INCOMPLETE).
+//! - [`bundle`]: the evidence bundle, sealed and checked.
 
 pub mod bundle;
 pub mod child;
+pub mod experiment;
 pub mod kernels;
 pub mod reference;
 pub mod render;

@@ -10,6 +10,7 @@ use super::kernels::{Kernel, KernelRun, KernelRuns, RUNS_FORMAT, RunError, to_he
 use super::reference::correct_output;
 use super::*;
 use crate::bundle::BundleError;
+use crate::experiment::ExperimentError;
 
 fn active(pid: u32, family: i64, tg: u64) -> String {
     format!(
@@ -388,10 +389,8 @@ fn a_bundle_is_written_checked_and_its_derived_files_re_derived() {
     let e = evidence("apple9-64k", &apple9_64k(), probe, kernels);
     let report = evaluate(&e).unwrap();
     let machine = bundle::Machine {
-        os: "macos",
-        arch: "aarch64",
-        cpu_brand: None,
-        os_version: None,
+        os_name: Some("macOS".into()),
+        ..bundle::Machine::default()
     };
     let with = bundle::Written {
         started: 0,
@@ -403,7 +402,7 @@ fn a_bundle_is_written_checked_and_its_derived_files_re_derived() {
     bundle::write(&dir, &e, &report, &with).unwrap();
     assert!(matches!(
         bundle::write(&dir, &e, &report, &with),
-        Err(BundleError::Exists(_))
+        Err(ExperimentError::Bundle(BundleError::Exists(_)))
     ));
     assert_eq!(bundle::read(&dir).unwrap(), e);
     let (markdown, json) = bundle::check(&dir).unwrap();

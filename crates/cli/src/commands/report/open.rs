@@ -110,7 +110,7 @@ pub fn open(
 mod tests {
     use super::*;
 
-    /// The layouts the bundle check derives are the ones bench and verify write now.
+    /// The layouts the bundle check derives are the ones bench, verify and selftest write now.
     #[test]
     fn the_derivable_layouts_include_the_ones_written_now() {
         let bench = schema::derivable(&Kind::Bench);
@@ -122,6 +122,11 @@ mod tests {
         assert!(
             verify.contains(&verify::manifest::SCHEMA_VERSION),
             "{verify:?}"
+        );
+        let selftest = schema::derivable(&Kind::Selftest);
+        assert!(
+            selftest.contains(&selftest::bundle::SCHEMA_VERSION) && selftest.contains(&1),
+            "{selftest:?}"
         );
     }
 }
