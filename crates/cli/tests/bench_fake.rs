@@ -147,6 +147,7 @@ fn writes_a_sealed_bundle_in_schedule_order() {
             "raw/stock-r2.stderr",
             "report.md",
             "results.csv",
+            "rounds.svg",
             "summary.json",
         ]
     );
@@ -185,7 +186,11 @@ fn writes_a_sealed_bundle_in_schedule_order() {
     let pp = &summary["rows"][0];
     assert_eq!(pp["test"], "pp64");
     let u = &pp["arms"]["apple9-64k"];
-    assert_eq!(u["speedup_vs_stock"], 10.0);
+    // Schema 6: the paired estimate (from the rounds' log ratios), 10 up to rounding.
+    assert!(
+        (u["speedup_vs_stock"].as_f64().unwrap() - 10.0).abs() < 1e-9,
+        "{u}"
+    );
     assert_eq!(u["samples"], 6);
     assert_eq!(u["rounds"].as_array().unwrap().len(), 2);
     // Two rounds are below the interval's minimum: none, and the report says why.
@@ -510,9 +515,11 @@ fn aa_check_baseline_and_side_by_side_bundles() {
             result("fake", 0, 16, &[200.0]),
         ],
     );
-    // A/A: a second stock arm; its speedup interval contains 1, inside the noise band.
+    // A/A: a second stock arm; its speedup interval contains 1, inside the noise band. Two
+    // tests make two intervals: the verdicts are read at 97.5%, which 8 rounds can reach and
+    // 6 cannot (its highest level is 1 − 2/2^6 = 96.9%).
     let aa = s.tmp.path().join("aa");
-    s.bench_rounds(&aa, &s.shim, 6)
+    s.bench_rounds(&aa, &s.shim, 8)
         .args(["--profile", "again=stock", "--baseline"])
         .arg(&host)
         .assert()
@@ -524,10 +531,29 @@ fn aa_check_baseline_and_side_by_side_bundles() {
         let ci = &again["speedup_ci95"];
         assert!(ci["low"].as_f64().unwrap() <= 1.0 && 1.0 <= ci["high"].as_f64().unwrap());
         assert_eq!(again["verdict"], "no_measurable_difference");
-        assert_eq!(again["speedup_precision"]["rounds"], 6);
+        assert_eq!(again["speedup_precision"]["rounds"], 8);
         assert!(row["arms"]["stock"]["percent_of_host"].is_number());
     }
     assert_eq!(summary["host"], "host");
+    // Schema 6's statistics, from environment.json's runs in the order run: each arm's median
+    // process duration, the carry-over per test, the family-wise level of the verdicts.
+    assert_eq!(summary["schema_version"], 6);
+    assert!(summary["process_seconds"]["stock"].is_number(), "{summary}");
+    assert!(summary["process_seconds"]["again"].is_number(), "{summary}");
+    assert!(summary["statistics"]["verdicts"].is_object(), "{summary}");
+    for row in summary["rows"].as_array().unwrap() {
+        assert!(row["arms"]["again"]["round_ratios"].is_array(), "{row}");
+        assert!(row["arms"]["again"].get("carryover").is_some(), "{row}");
+    }
+    // rounds.svg is derived again and printed by --rounds-svg, byte for byte.
+    let rounds = read(&aa.join("rounds.svg"));
+    assert!(rounds.starts_with("<svg"), "{rounds}");
+    capshim()
+        .args(["report", "--rounds-svg"])
+        .arg(&aa)
+        .assert()
+        .success()
+        .stdout(rounds);
     assert!(aa.join("raw/host.json").is_file());
     assert!(
         !aa.join("raw/again-r1.status.jsonl").exists(),
@@ -1055,7 +1081,7 @@ fn the_model_is_hashed_before_the_first_run_and_ctrl_c_stops_it() {
         "before the first run; no run was started",
         "Runs finished (0 of 24):\n  none",
         "Runs never started: 24",
-        "It has no SHA256SUMS, and no summary.json, report.md, results.csv or chart.svg;",
+        "It has no SHA256SUMS, and no summary.json, report.md, results.csv, chart.svg or rounds.svg;",
     ] {
         assert!(note.contains(part), "{part:?} missing:\n{note}");
     }

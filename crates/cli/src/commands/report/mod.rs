@@ -12,9 +12,13 @@ use clap::Args;
 
 use self::open::{Opened, Signers, open};
 use super::{UsageError, out};
-use crate::analysis::{ArmInput, Role, RunInput, analyze, interval};
+use crate::analysis::input::ProcessRun;
+use crate::analysis::{
+    ArmInput, Derivation, Options, Role, RunInput, analyze, analyze_with, interval,
+};
 use crate::bundle::schema::{Kind, as_written, derivable, unverified_mark};
 use crate::bundle::{self, BundleError};
+use crate::export::rounds_svg::RoundsSvg;
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;
 
@@ -85,7 +89,7 @@ BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim v
 `capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
 (no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
 SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
-results.csv, chart.svg; verify: summary.json, report.md; selftest: checks.json, report.md) is
+results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md) is
 derived again from the primary files (raw/ and environment.json) and must match byte for byte.
 What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
 write a new one; only a signature says who sealed it): docs/bundles.md.";
@@ -157,6 +161,12 @@ pub struct ReportArgs {
     /// Print an SVG chart.
     #[arg(long, group = "format")]
     pub svg: bool,
+
+    /// Print the rounds' SVG (a bundle's rounds.svg): each round's ratio in time order, with
+    /// the estimate and its interval as a band, a panel per test and arm. Bench bundles of
+    /// layout 6 only.
+    #[arg(long = "rounds-svg", group = "format")]
+    pub rounds_svg: bool,
 
     /// Check each bundle's signature (SHA256SUMS.sig) with OpenSSH's ssh-keygen -Y verify
     /// against this allowed-signers file (lines `IDENTITY KEYTYPE KEY`, as git's
@@ -243,12 +253,15 @@ fn role_of(name: &str) -> Role {
     }
 }
 
+/// The arms of the bundles and of the --arm files, and per bundle its processes in the order
+/// run (arm names as the arms are named).
 fn arm_inputs(
     args: &ReportArgs,
     bundles: &[(PathBuf, bundle::Manifest)],
     files: Vec<(String, Vec<PathBuf>)>,
-) -> anyhow::Result<Vec<ArmInput>> {
+) -> anyhow::Result<(Vec<ArmInput>, Vec<Vec<ProcessRun>>)> {
     let mut arms = Vec::new();
+    let mut sequences = Vec::new();
     let prefixed = bundles.len() > 1;
     for (i, (dir, manifest)) in bundles.iter().enumerate() {
         let prefix = prefixed.then(|| {
@@ -266,6 +279,7 @@ fn arm_inputs(
             }
         });
         arms.extend(bundle::load_arms(dir, manifest, prefix.as_deref())?);
+        sequences.push(bundle::load::read_runs(dir, prefix.as_deref())?);
     }
     for (name, paths) in files {
         let mut runs = Vec::new();
@@ -331,7 +345,7 @@ fn arm_inputs(
             }
         }
     }
-    Ok(arms)
+    Ok((arms, sequences))
 }
 
 /// Prints a bundle that is reported on its own: a verify bundle, or one of another layout.
@@ -361,7 +375,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             markdown,
             summary_json,
         } => {
-            if args.csv || args.svg {
+            if args.csv || args.svg || args.rounds_svg {
                 usage!(
                     "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
                     dir.display()
@@ -373,7 +387,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             markdown,
             checks_json,
         } => {
-            if args.csv || args.svg {
+            if args.csv || args.svg || args.rounds_svg {
                 usage!(
                     "{} is a `capshim selftest` bundle: only --json (its checks.json) or --markdown apply to it",
                     dir.display()
@@ -387,7 +401,8 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
                 (_, true, _, _) => "summary.json",
                 (Kind::Bench, _, true, _) => "results.csv",
                 (Kind::Bench, _, _, true) => "chart.svg",
-                (_, _, false, false) => "report.md",
+                (Kind::Bench, _, _, _) if args.rounds_svg => "rounds.svg",
+                (_, _, false, false) if !args.rounds_svg => "report.md",
                 _ => usage!(
                     "{} is a {} bundle: only --json (its summary.json) or --markdown apply to it",
                     dir.display(),
@@ -431,8 +446,28 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let only_bundle = layouts.len() == 1 && files.is_empty();
-    let arms = arm_inputs(args, &bundles, files)?;
-    let mut summary = analyze(&arms)?;
+    let files_empty = files.is_empty();
+    let (arms, sequences) = arm_inputs(args, &bundles, files)?;
+    // Bundles of layout 6 alone are shown with schema 6's statistics; a layout 5 bundle, or
+    // llama-bench files given with --arm, as schema 5 derives them.
+    let schema6 = !layouts.is_empty() && layouts.iter().all(|l| *l >= 6) && files_empty;
+    let mut summary = if schema6 {
+        analyze_with(
+            &arms,
+            &Options {
+                derivation: Derivation::Schema6,
+                sequences,
+            },
+        )?
+    } else {
+        if args.rounds_svg {
+            usage!(
+                "--rounds-svg draws the rounds of bench bundles of layout 6; give only such bundles \
+                 (llama-bench files given with --arm, and layout 5 bundles, have no rounds.svg)"
+            );
+        }
+        analyze(&arms)?
+    };
     // One bundle alone is shown as its own layout derives it (its summary.json's number).
     if only_bundle {
         summary.schema_version = layouts[0];
@@ -453,6 +488,8 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         Box::new(Csv)
     } else if args.svg {
         Box::new(Svg)
+    } else if args.rounds_svg {
+        Box::new(RoundsSvg)
     } else {
         Box::new(Markdown)
     };
