@@ -70,6 +70,7 @@ fn writes_a_sealed_bundle_in_schedule_order() {
         .env("FAKE_HOOK", "1")
         .env("FAKE_LOG", &log)
         .env("CAPSHIM_LOG", "queries") // inherited shim settings must not leak into arms
+        .args(["-d", "0", "--cooldown", "0.05"])
         .assert()
         .success()
         .stderr(predicate::str::contains("evidence bundle:"));
@@ -117,6 +118,18 @@ fn writes_a_sealed_bundle_in_schedule_order() {
         })
         .collect();
     assert_eq!(recorded, ran);
+    // -d beside -p and -n goes to llama-bench before -o json; the cooldown is recorded.
+    let args: Vec<&str> = env["llama_bench_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args[2..],
+        ["-r", "3", "-p", "64", "-n", "16", "-d", "0", "-o", "json"]
+    );
+    assert_eq!(env["cooldown_seconds"], 0.05);
 
     let mut files: Vec<String> = Vec::new();
     for dir in [out.clone(), out.join("raw")] {
@@ -243,7 +256,10 @@ fn writes_a_sealed_bundle_in_schedule_order() {
         "{set:?}"
     );
     let cmdline = unlocked_run["command_line"].as_str().unwrap();
-    assert!(cmdline.contains(" -r 3 -p 64 -n 16 -o json"), "{cmdline}");
+    assert!(
+        cmdline.contains(" -r 3 -p 64 -n 16 -d 0 -o json"),
+        "{cmdline}"
+    );
     let svg = read(&out.join("chart.svg"));
     assert!(svg.starts_with("<svg") && svg.contains("pp64") && svg.contains("apple9-64k"));
     let csv = read(&out.join("results.csv"));
@@ -333,6 +349,11 @@ fn inputs_are_checked_before_anything_runs() {
         ))
         .stderr(predicate::str::contains("--dylib PATH"));
     s.bench(&out)
+        .args(["--", "-d", "512"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("use capshim's -d"));
+    s.bench(&out)
         .args(["--", "-t", "2", "-o", "csv"])
         .assert()
         .code(2)
@@ -347,6 +368,20 @@ fn inputs_are_checked_before_anything_runs() {
             .code(2)
             .stderr(predicate::str::contains(format!("'{value}'")));
     }
+    // --cooldown takes zero or more seconds; anything else is a usage error naming it.
+    for (value, says) in [
+        ("-1", "is not a pause; give zero or more seconds"),
+        ("abc", "not a number of seconds"),
+        ("inf", "is not a pause"),
+    ] {
+        s.bench(&out)
+            .args(["--cooldown", value])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--cooldown"))
+            .stderr(predicate::str::contains(says));
+    }
+    assert!(!out.exists(), "nothing ran");
     s.bench(&out)
         .args(["--profile", "apple10-max"])
         .assert()

@@ -87,6 +87,7 @@ pub fn seal(
         arms: &plan.arms,
         llama_bench_args: args,
         rounds: plan.rounds,
+        cooldown_seconds: plan.cooldown.as_secs_f64(),
         runs: records,
         bundle: &manifest,
     };
