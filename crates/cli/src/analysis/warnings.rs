@@ -135,8 +135,11 @@ pub fn unequal_durations(
         "arm {arm}: its processes and stock's differ {ratio:.1}× in duration (median \
          {arm_s:.1} s against {stock_s:.1} s) and its rounds scatter by more than {:.0}% ({}): under \
          disturbances that come and go in wall-clock time the two arms do not meet the machine \
-         alike, so the interval's level is approximate (docs/bench.md)",
+         alike, so the interval's level is approximate. Flagged from {:.0}× apart, not 3×: in \
+         simulation arms 2.7× apart in duration already covered as little as 0.82 at 12 rounds \
+         (docs/bench.md)",
         super::design::SCATTER * 100.0,
-        tests.join(", ")
+        tests.join(", "),
+        super::design::DURATION_RATIO,
     )
 }

@@ -247,3 +247,51 @@ fn every_table_shows_one_point_per_arm() {
     );
     assert_eq!(cell["ratio_of_medians"].as_f64(), Some(ratio));
 }
+
+#[test]
+fn a_carry_over_the_evidence_shows_is_warned_and_kept_in_the_summary() {
+    // Every process right after an unlocked one runs 6% slower.
+    let order = sequence(12, [7.0, 7.0, 7.0]);
+    let mut arms = bench(12, 1.0);
+    for (i, p) in order.iter().enumerate() {
+        let slowed = i > 0 && order[i - 1].arm == "unlocked";
+        if !slowed {
+            continue;
+        }
+        let a = arms.iter_mut().find(|a| a.name == p.arm).unwrap();
+        let run = a.runs.iter_mut().find(|r| r.round == p.round).unwrap();
+        for row in &mut run.rows {
+            row.samples_ts.iter_mut().for_each(|v| *v *= 0.94);
+        }
+    }
+    let options = |sequence| Options {
+        derivation: Derivation::Schema6,
+        sequences: vec![sequence],
+    };
+    let s = analyze_with(&arms, &options(order.clone())).unwrap();
+    let c = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    let c = c.carryover.unwrap();
+    assert!((c.estimate - (-0.06)).abs() < 0.01, "{c:?}");
+    assert!(c.matters(), "{c:?}");
+    let warning = s
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("carry-over:"))
+        .expect("a carry-over warning");
+    let named = format!("unlocked pp512 {:+.1}% [", c.estimate * 100.0);
+    assert!(warning.contains(&named), "{warning}");
+    assert!(warning.contains("interval excludes 0"), "{warning}");
+    assert!(warning.contains("--cooldown"), "{warning}");
+    // The interval stays in summary.json.
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["rows"][0]["arms"]["unlocked"]["carryover"]["low"].is_f64());
+    // None: no warning, the interval still in the summary.
+    let s = analyze_with(&bench(12, 1.0), &options(order)).unwrap();
+    assert!(
+        !s.warnings.iter().any(|w| w.starts_with("carry-over:")),
+        "{:?}",
+        s.warnings
+    );
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["rows"][0]["arms"]["unlocked"]["carryover"]["high"].is_f64());
+}
