@@ -1153,6 +1153,59 @@ fn a_model_changed_during_the_runs_is_named_and_the_bundle_left_unsealed() {
         "{note}"
     );
     assert!(!out.join("SHA256SUMS").exists());
+
+    // Unsealed: report refuses it (exit 3); --partial shows its completed rounds' table,
+    // marked partial on stdout's first line, exit 4.
+    capshim().arg("report").arg(&out).assert().code(3);
+    let shown = capshim()
+        .args(["report", "--partial"])
+        .arg(&out)
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("PARTIAL:"));
+    let stdout = String::from_utf8(shown.get_output().stdout.clone()).unwrap();
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("PARTIAL: ") && first.contains("its 2 completed rounds"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| pp8  |") && stdout.contains("| tg4  |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("partial: the 2 completed rounds"),
+        "{stdout}"
+    );
+    let json = capshim()
+        .args(["report", "--partial", "--json"])
+        .arg(&out)
+        .assert()
+        .code(4);
+    let text = String::from_utf8(json.get_output().stdout.clone()).unwrap();
+    let (mark, body) = text.split_once('\n').unwrap();
+    assert!(mark.starts_with("PARTIAL: "), "{mark}");
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let u = &v["rows"][0]["arms"]["again"];
+    assert_eq!(u["rounds"].as_array().unwrap().len(), 2, "{u}");
+    assert_eq!(v["stock"], "stock");
+    // Not on a sealed bundle, nor on a directory without a note.
+    let sealed = s.tmp.path().join("sealed");
+    s.bench(&sealed).env("FAKE_HOOK", "1").assert().success();
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&sealed)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is sealed"));
+    let empty = s.tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&empty)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("has no INCOMPLETE note"));
 }
 
 /// The schedule is made run by run: the largest --rounds starts at once (the first version

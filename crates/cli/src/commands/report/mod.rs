@@ -1,8 +1,10 @@
 //! `capshim report`: llama-bench JSON files, or evidence bundles, to the comparison table.
 //!
 //! - [`open`]: checking a bundle (checksums, signature, derived files) before it is used.
+//! - [`partial`]: `--partial`, the completed rounds of an unfinished bench bundle.
 
 pub mod open;
+pub mod partial;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -115,7 +117,7 @@ Exit codes:
      derives again (without --as-written), or, with --allowed-signers, its signature is
      missing or bad
   4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
-     files were not derived again
+     files were not derived again, or --partial the completed rounds of an unfinished bench
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -183,6 +185,13 @@ pub struct ReportArgs {
     /// stdout line says UNVERIFIED, exit code 4.
     #[arg(long)]
     pub as_written: bool,
+
+    /// Show an unfinished bench bundle (an INCOMPLETE note, no SHA256SUMS): the table of its
+    /// completed rounds, those in which every arm gave a result. The first stdout line says
+    /// PARTIAL; exit code 4. A bench stops for reasons that are not in its figures, so the
+    /// intervals hold for the rounds that ran; nothing was sealed or derived again.
+    #[arg(long, conflicts_with = "as_written")]
+    pub partial: bool,
 }
 
 /// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
@@ -421,9 +430,30 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// The format asked for.
+fn exporter(args: &ReportArgs) -> Box<dyn Exporter> {
+    if args.json {
+        Box::new(Json)
+    } else if args.csv {
+        Box::new(Csv)
+    } else if args.svg {
+        Box::new(Svg)
+    } else if args.rounds_svg {
+        Box::new(RoundsSvg)
+    } else {
+        Box::new(Markdown)
+    }
+}
+
 fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let files = parse_arms(args)?;
     check_bundle_args(args)?;
+    if args.partial {
+        let Some(dir) = args.bundles.first() else {
+            usage!("--partial shows an unfinished bench bundle: give its directory");
+        };
+        return partial::report_partial(args, dir, exporter(args).as_ref());
+    }
     let signers = match (&args.allowed_signers, &args.identity) {
         (Some(file), Some(identity)) => Some(Signers { file, identity }),
         _ => None,
@@ -482,18 +512,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    let exporter: Box<dyn Exporter> = if args.json {
-        Box::new(Json)
-    } else if args.csv {
-        Box::new(Csv)
-    } else if args.svg {
-        Box::new(Svg)
-    } else if args.rounds_svg {
-        Box::new(RoundsSvg)
-    } else {
-        Box::new(Markdown)
-    };
-    out(&exporter.render(&summary)?)?;
+    out(&exporter(args).render(&summary)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
