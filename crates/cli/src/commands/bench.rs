@@ -40,9 +40,14 @@ shim did not hook a device is an error unless --allow-inactive.
 Statistics: figures are medians of samples_ts (tokens/s); speedup = arm median / stock median.
 Samples of one llama-bench process share its conditions, so the unit of the interval is the round:
 each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
-interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs, whose level (at least
-{level}%, reported exactly) holds because each round's order was drawn at random, whatever the
-machine's noise looks like. It needs
+interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs. Its level (at least
+{level}%, reported exactly) is exact, by each round's random order and whatever the machine's noise,
+when the arm changes speed by a constant factor and nothing an arm does carries over to later
+processes. It is approximate under carry-over (in simulation, a 1%, 2% or 5% slowdown of the next
+process gave 0.88, 0.67, 0.36 coverage at 12 rounds on a quiet machine), for arms of very different
+durations under wall-clock disturbances (0.72-0.92 at a 7x speedup), and for an effect that is not
+constant (the interval is then of the pseudo-median of the rounds' ratios, neither their mean nor
+their median); the report warns of carry-over and unequal durations it can see. It needs
 at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says
 how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired
 estimate, its interval, the verdict): faster or slower only when the whole interval lies beyond the

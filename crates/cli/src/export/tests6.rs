@@ -234,6 +234,12 @@ fn every_table_shows_one_point_per_arm() {
         "{detail}"
     );
     assert!(md.contains("| ratio of medians |"), "{md}");
+    // What the level rests on, in the report itself.
+    assert!(
+        md.contains("level is exact when the arm changes speed by a constant factor"),
+        "{md}"
+    );
+    assert!(md.contains("pseudo-median of the rounds' ratios"), "{md}");
     let csv = crate::export::csv::Csv.render(&s).unwrap();
     let header = csv.lines().next().unwrap();
     assert!(header.contains("ratio_of_medians unlocked"), "{header}");

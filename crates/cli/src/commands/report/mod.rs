@@ -52,8 +52,12 @@ Each file is one llama-bench process (a round): file i of an arm is paired with 
 stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
 (faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
 pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
-Files capshim did not run in random order hold the interval's level only if each round's ratio
-scatters symmetrically and independently around the true one (docs/bench.md, The method).
+In a bench bundle the level is exact when the arm changes speed by a constant factor and nothing
+carries over between processes, and approximate under carry-over, for arms of very different
+durations under wall-clock disturbances, and for an effect that is not constant (the pseudo-median
+of the rounds' ratios) (docs/bench.md, What is exact). For --arm files capshim cannot know the
+order they ran in: their interval holds only if each round's ratio scatters symmetrically and
+independently around the true one (docs/bench.md, The method).
 {BUNDLES_HELP}{layouts}{AFTER_HELP}",
         layouts = layouts_help(),
         level = interval::percent_text(interval::CONFIDENCE_LEVEL),
