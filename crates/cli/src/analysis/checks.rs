@@ -1,6 +1,7 @@
 //! Schema 6's checks of a bench's design, from its processes in the order run: each arm's
 //! carry-over per test ([`design::carryover`]) and whether unequal process durations make an
-//! interval's level approximate ([`design::unequal_durations`]); warnings where they may.
+//! interval's level approximate ([`design::unequal_durations`]); warnings where the evidence
+//! says they matter.
 
 use super::design::{self, Slot};
 use super::input::{ArmInput, ProcessRun, Role};
@@ -80,7 +81,7 @@ pub fn apply(
                     continue;
                 };
                 cell.carryover = fits[i - 1];
-                if let Some(c) = fits[i - 1].filter(design::CarryOver::may_exceed_bound) {
+                if let Some(c) = fits[i - 1].filter(design::CarryOver::matters) {
                     carried.push(format!(
                         "{name} {} {:+.1}% [{:+.1}% {:+.1}%]",
                         row.test,
@@ -112,7 +113,7 @@ pub fn apply(
         }
     }
     if !carried.is_empty() {
-        warnings.push(warnings::carryover_may_exceed(&carried));
+        warnings.push(warnings::carryover_matters(&carried));
     }
     Ordered(durations)
 }

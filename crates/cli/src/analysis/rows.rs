@@ -148,7 +148,10 @@ pub fn rows(
                 let by_design = arm.randomized && s.randomized && arm.group == s.group;
                 if !by_design && !unrandomized.contains(&arm.name) {
                     unrandomized.push(arm.name.clone());
-                    warnings.push(warnings::not_randomized(&arm.name, &s.name));
+                    // Files given with --arm carry no record of how they ran; two bundles' arms
+                    // ran in different benches.
+                    let files = !arm.randomized || !s.randomized;
+                    warnings.push(warnings::not_randomized(&arm.name, &s.name, files));
                 }
             }
             let host_median = host.as_ref().and_then(|h| stats::median(&h.samples));

@@ -17,14 +17,30 @@ pub fn settings_differ(
     )
 }
 
-/// An arm's interval against `stock` rests on rounds that did not run side by side in one
-/// `capshim bench`'s random order.
-pub fn not_randomized(arm: &str, stock: &str) -> String {
+/// An arm's interval against `stock` rests on rounds capshim cannot show ran side by side in
+/// one `capshim bench`'s random order: files given with `--arm` (`files`: capshim cannot know
+/// how they were run), or arms of two different bundles (which did not).
+pub fn not_randomized(arm: &str, stock: &str, files: bool) -> String {
+    let how = if files {
+        format!(
+            "capshim cannot know whether the rounds of {arm} and those of {stock} ran side by side \
+             in one capshim bench's random order (files given with --arm carry no record of it)"
+        )
+    } else {
+        format!(
+            "arm {arm}: its rounds and those of {stock} ran in different capshim benches (another \
+             bundle's stock arm), not side by side in one bench's random order"
+        )
+    };
     format!(
-        "arm {arm}: its rounds and those of {stock} did not run side by side in one capshim bench's \
-         random order (files given with --arm, or another bundle's stock arm), so its intervals hold \
-         only if each round's ratio scatters symmetrically and independently around the true one; \
-         for an interval that holds by design, bench the arms together with capshim bench"
+        "{}{how}, so its intervals hold only if each round's ratio scatters symmetrically and \
+         independently around the true one; for an interval that holds by design, bench the arms \
+         together with capshim bench",
+        if files {
+            format!("arm {arm}: ")
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -89,17 +105,21 @@ pub fn hooked_without_shim(arm: &str, classes: &[String]) -> String {
     )
 }
 
-/// Schema 6: carry-over may exceed ±1% for the arms and tests in `each` (as
-/// `unlocked pp512 −0.4% [−3.1% +2.4%]`).
-pub fn carryover_may_exceed(each: &[String]) -> String {
+/// Schema 6: the carry-over of the arms and tests in `each` (as
+/// `unlocked pp512 −1.4% [−3.1% +0.4%]`) matters ([`super::design::CarryOver::matters`]).
+pub fn carryover_matters(each: &[String]) -> String {
     format!(
-        "carry-over: the process after an arm's process may run more than {:.0}% faster or slower \
-         than after stock's ({}; least-squares estimate from the random order, approximate 95% \
-         interval): the speedup intervals assume no carry-over, and in simulation a 1% carry-over \
-         already lowers a 95% interval's coverage on a quiet machine (docs/bench.md); more rounds \
-         narrow the estimate, and a pause between processes lets a machine settle",
+        "carry-over: the process after an arm's process ran faster or slower than after stock's \
+         ({}; least-squares estimate from the random order, approximate 95% interval): its \
+         interval excludes 0, or the estimate itself is beyond ±{:.0}%. The speedup intervals \
+         assume no carry-over, and in simulation a 1% carry-over already lowers a 95% \
+         interval's coverage on a quiet machine (docs/bench.md). (No warning merely because \
+         the interval reaches beyond ±{:.0}%: at 12 rounds it does so even with no carry-over.) \
+         A pause between processes (--cooldown SECONDS) lets the machine settle; more rounds \
+         narrow the estimate",
+        each.join("; "),
         super::design::CARRYOVER_BOUND * 100.0,
-        each.join("; ")
+        super::design::CARRYOVER_BOUND * 100.0,
     )
 }
 
@@ -115,8 +135,11 @@ pub fn unequal_durations(
         "arm {arm}: its processes and stock's differ {ratio:.1}× in duration (median \
          {arm_s:.1} s against {stock_s:.1} s) and its rounds scatter by more than {:.0}% ({}): under \
          disturbances that come and go in wall-clock time the two arms do not meet the machine \
-         alike, so the interval's level is approximate (docs/bench.md)",
+         alike, so the interval's level is approximate. Flagged from {:.0}× apart, not 3×: in \
+         simulation arms 2.7× apart in duration already covered as little as 0.82 at 12 rounds \
+         (docs/bench.md)",
         super::design::SCATTER * 100.0,
-        tests.join(", ")
+        tests.join(", "),
+        super::design::DURATION_RATIO,
     )
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::derive::{DeriveError, Derived, derive};
-use crate::bundle::load::{LoadError, read_manifest};
+use crate::bundle::load::{LoadError, read_manifest, read_runs};
 use crate::bundle::{BundleError, Manifest, schema};
 use crate::input_file::InputError;
 use crate::llama::bench_json::ParseError;
@@ -44,7 +44,12 @@ fn bundle_error(dir: &Path, e: DeriveError) -> BundleError {
 /// [`BundleError::NotABundle`] without a manifest.
 pub fn check(dir: &Path, schema: u32) -> Result<(Manifest, Derived), BundleError> {
     let manifest = read_manifest(dir)?;
-    let derived = derive(dir, &manifest, schema).map_err(|e| bundle_error(dir, e))?;
+    let runs = if schema >= 6 {
+        read_runs(dir, None)?
+    } else {
+        Vec::new()
+    };
+    let derived = derive(dir, &manifest, schema, &runs).map_err(|e| bundle_error(dir, e))?;
     schema::compare_derived(dir, "bench", &derived.files)?;
     Ok((manifest, derived))
 }

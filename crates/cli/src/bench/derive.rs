@@ -1,19 +1,38 @@
 //! A bench bundle's derived files, from its primary files alone: the raw llama-bench outputs
 //! under `raw/` and the manifest in `environment.json` give the [`Summary`], which gives
-//! `summary.json`, `report.md`, `results.csv` and `chart.svg`. The seal writes what
+//! `summary.json`, `report.md`, `results.csv` and `chart.svg` (schema 6: also `rounds.svg`,
+//! and the statistics of [`Derivation::Schema6`], which also read the processes in the order
+//! run, `environment.json`'s `runs`). The seal writes what
 //! [`derive`] returns; `capshim report` derives it again and compares ([`super::check`]).
 
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::analysis::{AnalyzeError, Summary, analyze};
+use crate::analysis::input::ProcessRun;
+use crate::analysis::{AnalyzeError, Derivation, Options, Summary, analyze, analyze_with};
 use crate::bundle::Manifest;
 use crate::bundle::load::{LoadError, load_arms};
 use crate::export::{self, ExportError};
 
-/// The derived files of a bench bundle, in the order they are compared.
-pub const DERIVED_FILES: [&str; 4] = ["summary.json", "report.md", "results.csv", "chart.svg"];
+/// The derived files of a bench bundle of the layout bench writes (6), in the order they are
+/// compared.
+pub const DERIVED_FILES: [&str; 5] = [
+    "summary.json",
+    "report.md",
+    "results.csv",
+    "chart.svg",
+    "rounds.svg",
+];
+
+/// The derived files of a bench bundle of layout `schema` (5 lacks `rounds.svg`).
+pub fn derived_files(schema: u32) -> &'static [&'static str] {
+    if schema >= 6 {
+        &DERIVED_FILES
+    } else {
+        &DERIVED_FILES[..4]
+    }
+}
 
 /// `summary.json`: the summary, and the manifest it was derived with.
 #[derive(Serialize)]
@@ -113,15 +132,30 @@ pub fn failed_runs(manifest: &Manifest) -> Vec<String> {
 
 /// Derives every derived file of the bundle `dir`, of layout `schema` (5 or 6: the layouts
 /// whose derivation this capshim keeps, [`crate::bundle::schema::derivable`]), from its raw
-/// files and `manifest`. Schema 6 adds failed runs (`--keep-going`), which schema 5 bundles
-/// never hold, so one derivation serves both; a later addition to 6 that changes what a
-/// schema 5 bundle derives to goes behind `schema`.
+/// files, `manifest` and `runs` (its processes in the order run; schema 6 only). Schema 5
+/// derives as the capshim that wrote it did ([`analyze`]); schema 6 adds failed runs
+/// (`--keep-going`), the statistics of [`Derivation::Schema6`] and `rounds.svg`.
 ///
 /// # Errors
 /// [`DeriveError`] when a raw file is unreadable or unusable, or the arms cannot be compared.
-pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Derived, DeriveError> {
+pub fn derive(
+    dir: &Path,
+    manifest: &Manifest,
+    schema: u32,
+    runs: &[ProcessRun],
+) -> Result<Derived, DeriveError> {
     let arms = load_arms(dir, manifest, None)?;
-    let mut summary = analyze(&arms)?;
+    let mut summary = if schema >= 6 {
+        analyze_with(
+            &arms,
+            &Options {
+                derivation: Derivation::Schema6,
+                sequences: vec![runs.to_vec()],
+            },
+        )?
+    } else {
+        analyze(&arms)?
+    };
     summary.schema_version = schema;
     summary.warnings.extend(failed_runs(manifest));
     let first_build = arms
@@ -137,8 +171,8 @@ pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Derived, D
             bundle: manifest,
         })? + "\n",
     )];
-    for name in &DERIVED_FILES[1..] {
-        let exporter = export::all()
+    for name in &derived_files(schema)[1..] {
+        let exporter = export::for_schema(schema)
             .into_iter()
             .find(|e| e.file_name() == *name)
             .expect("every derived file has an exporter");

@@ -37,6 +37,8 @@ pub struct Environment<'a> {
     pub llama_bench_args: Vec<String>,
     /// Rounds.
     pub rounds: u32,
+    /// The pause between one process and the next, in seconds (`--cooldown`; 0 for none).
+    pub cooldown_seconds: f64,
     /// Every llama-bench process, in the order run.
     pub runs: &'a [RunRecord],
     /// Which raw files belong to which arm and round: what the derived files come from.

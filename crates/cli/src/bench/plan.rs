@@ -150,7 +150,7 @@ pub fn check_baseline(baseline: &[TestKey], planned: &Planned) -> Result<Vec<Str
 }
 
 /// llama-bench options capshim sets itself, or that make it print no results; refused after `--`.
-pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
+pub const REFUSED_ARGS: [(&[&str], &str); 8] = [
     (
         &["-o", "--output", "-oe", "--output-err"],
         "capshim passes `-o json` itself and reads llama-bench's JSON",
@@ -159,6 +159,7 @@ pub const REFUSED_ARGS: [(&[&str], &str); 7] = [
     (&["-r", "--repetitions"], "use capshim's -r"),
     (&["-p", "--n-prompt"], "use capshim's -p"),
     (&["-n", "--n-gen"], "use capshim's -n"),
+    (&["-d", "--n-depth"], "use capshim's -d"),
     (
         &["-h", "--help", "--version", "--list-devices"],
         "llama-bench then prints no results",
@@ -277,12 +278,17 @@ pub struct Plan {
     pub n_prompt: String,
     /// `-n`: generation lengths.
     pub n_gen: String,
+    /// `-d`: context depths, as llama-bench takes them (`0,512`); llama-bench's default (0)
+    /// when `None`.
+    pub n_depth: Option<String>,
     /// Extra llama-bench arguments.
     pub extra: Vec<String>,
     /// The arms, stock first.
     pub arms: Vec<ArmPlan>,
     /// Rounds.
     pub rounds: u32,
+    /// The pause between one process and the next (`--cooldown`).
+    pub cooldown: std::time::Duration,
     /// The shim library, required when an arm has a profile.
     pub dylib: Option<PathBuf>,
     /// Measure an unlocked arm even when the shim did not activate.
@@ -307,9 +313,11 @@ impl Plan {
             self.n_prompt.clone(),
             "-n".to_string(),
             self.n_gen.clone(),
-            "-o".to_string(),
-            "json".to_string(),
         ];
+        if let Some(depth) = &self.n_depth {
+            args.extend(["-d".to_string(), depth.clone()]);
+        }
+        args.extend(["-o".to_string(), "json".to_string()]);
         args.extend(self.extra.iter().cloned());
         args
     }
@@ -334,6 +342,8 @@ mod tests {
             "-ocsv",
             "-ojsonl",
             "-oemd",
+            "-d",
+            "--n-depth",
         ] {
             let err = check_extra_args(&["-t".into(), "2".into(), bad.into()]).unwrap_err();
             assert!(
@@ -417,9 +427,6 @@ mod tests {
             assert!(err.contains(expected), "{bad:?}: {err}");
             assert!(err.contains("one value per option after `--`"), "{err}");
         }
-        check_extra_args(&args(&[
-            "-t", "8", "-ngl", "99", "-d", "0,512", "-pg", "512,128",
-        ]))
-        .unwrap();
+        check_extra_args(&args(&["-t", "8", "-ngl", "99", "-pg", "512,128"])).unwrap();
     }
 }

@@ -63,6 +63,10 @@ impl Experiment for Bench<'_> {
         self.plan.keep_going
     }
 
+    fn cooldown(&self) -> std::time::Duration {
+        self.plan.cooldown
+    }
+
     fn run_in(&mut self, dir: &Path, cx: &mut Context) -> Result<Outcome, ExperimentError> {
         run_in(self.plan, dir, cx)
     }

@@ -8,6 +8,7 @@ use super::derive::derive;
 use super::environment::{Environment, Files, LlamaBuild, RunRecord};
 use super::plan::Plan;
 use crate::analysis::SCHEMA_VERSION;
+use crate::analysis::input::ProcessRun;
 use crate::bundle::{self, Manifest, ManifestArm, ManifestRun, RAW_DIR};
 use crate::experiment::record::Header;
 use crate::experiment::seal::{Sealed, SealedBundle};
@@ -62,7 +63,16 @@ pub fn seal(
         });
     }
 
-    let derived = derive(dir, &manifest, SCHEMA_VERSION).map_err(ExperimentError::derive)?;
+    let order: Vec<ProcessRun> = records
+        .iter()
+        .map(|r| ProcessRun {
+            arm: r.arm.clone(),
+            round: r.at.round,
+            seconds: Some(r.seconds),
+        })
+        .collect();
+    let derived =
+        derive(dir, &manifest, SCHEMA_VERSION, &order).map_err(ExperimentError::derive)?;
     for (name, text) in &derived.files {
         write(dir, name, text)?;
     }
@@ -77,6 +87,7 @@ pub fn seal(
         arms: &plan.arms,
         llama_bench_args: args,
         rounds: plan.rounds,
+        cooldown_seconds: plan.cooldown.as_secs_f64(),
         runs: records,
         bundle: &manifest,
     };

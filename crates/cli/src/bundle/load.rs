@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::BundleError;
 use super::manifest::{EnvironmentFile, FORMAT, Manifest};
+use crate::analysis::input::ProcessRun;
 use crate::analysis::{ArmInput, Role, RunInput};
 use crate::launch::status::{StatusEvent, StatusFileError};
 use crate::llama::{Activation, MetalReport, read_bench_file};
@@ -50,6 +51,36 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
         }
     }
     Ok(manifest)
+}
+
+/// The bench processes in `dir/environment.json`'s `runs`, in the order run, arm names as
+/// [`load_arms`] gives them with `prefix` (`<prefix>/<arm>`): what schema 6's carry-over
+/// estimate and unequal-durations check read.
+///
+/// # Errors
+/// As [`read_manifest`]: the file cannot be read or is not an `environment.json`.
+pub fn read_runs(dir: &Path, prefix: Option<&str>) -> Result<Vec<ProcessRun>, BundleError> {
+    let path = dir.join("environment.json");
+    let text = std::fs::read_to_string(&path).map_err(BundleError::io("cannot read", &path))?;
+    let file: EnvironmentFile =
+        serde_json::from_str(&text).map_err(|e| BundleError::NotABundle {
+            path: dir.to_path_buf(),
+            why: format!("environment.json has no readable `runs`: {e}"),
+        })?;
+    Ok(file
+        .runs
+        .into_iter()
+        .filter_map(|r| {
+            Some(ProcessRun {
+                arm: match prefix {
+                    Some(p) => format!("{p}/{}", r.arm),
+                    None => r.arm,
+                },
+                round: r.round?,
+                seconds: r.seconds,
+            })
+        })
+        .collect())
 }
 
 /// A raw file of a bundle that cannot be used.

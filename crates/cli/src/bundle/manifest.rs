@@ -52,8 +52,19 @@ pub struct ManifestRun {
     pub failed: Option<String>,
 }
 
-/// Only the manifest of an `environment.json`.
+/// Only the manifest of an `environment.json`, and its processes in the order run.
 #[derive(Deserialize)]
 pub(crate) struct EnvironmentFile {
     pub bundle: Option<Manifest>,
+    #[serde(default)]
+    pub runs: Vec<RecordedRun>,
+}
+
+/// What the derivation reads of one process in `environment.json`'s `runs`.
+#[derive(Deserialize)]
+pub(crate) struct RecordedRun {
+    pub arm: String,
+    /// Absent for processes that are not a bench round (verify's steps).
+    pub round: Option<u32>,
+    pub seconds: Option<f64>,
 }

@@ -40,20 +40,27 @@ shim did not hook a device is an error unless --allow-inactive.
 Statistics: figures are medians of samples_ts (tokens/s); speedup = arm median / stock median.
 Samples of one llama-bench process share its conditions, so the unit of the interval is the round:
 each round gives one paired ratio (the arm's median over stock's in the same round), and the {level}%
-interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs, whose level (at least
-{level}%, reported exactly) holds because each round's order was drawn at random, whatever the
-machine's noise looks like. It needs
+interval is the Wilcoxon signed-rank (Hodges-Lehmann) interval of their logs. Its level (at least
+{level}%, reported exactly) is exact, by each round's random order and whatever the machine's noise,
+when the arm changes speed by a constant factor and nothing an arm does carries over to later
+processes. It is approximate under carry-over (in simulation, a 1%, 2% or 5% slowdown of the next
+process gave 0.88, 0.67, 0.36 coverage at 12 rounds on a quiet machine), for arms of very different
+durations under wall-clock disturbances (0.72-0.92 at a 7x speedup), and for an effect that is not
+constant (the interval is then of the pseudo-median of the rounds' ratios, neither their mean nor
+their median); the report warns of carry-over and unequal durations it can see. It needs
 at least {min} rounds; below that the speedup has no interval (`—`, JSON null) and the report says
 how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faster` (the paired
 estimate, its interval, the verdict): faster or slower only when the whole interval lies beyond the
 ±{band}% noise band, `no measurable difference` when it lies within it, `inconclusive` otherwise.
 Each arm's line gives the half-width (±%) and, when wider than ±{band}%, about how many rounds would
 bring it within. More rounds narrow the interval; more -r barely does. docs/bench.md derives the method and gives A/A figures.
+--cooldown SECONDS pauses between one process and the next (recorded in environment.json), the
+remedy to try when the report warns of carry-over.
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their size and modification time noted;
 after the last run they must be unchanged, or the bench stops naming the file. A --baseline that
-shares no test with -p/-n (and -d) is refused before the first run; tests it lacks are named.
+shares no test with -p/-n/-d is refused before the first run; tests it lacks are named.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten. Primary files: raw/<arm>-r<round>.json, .stderr and
@@ -76,7 +83,7 @@ Exit codes:
        changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
-  2    bad command line (also: -r 0, --rounds 0, a bad or duplicate arm label, an unknown profile
+  2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or duplicate arm label, an unknown profile
        name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
@@ -148,10 +155,28 @@ pub struct BenchArgs {
     )]
     pub n_gen: String,
 
+    /// Context depths: each test runs after this many tokens already in the context
+    /// (llama-bench -d; a comma list is passed through, e.g. `0,4096`) [default: llama-bench's,
+    /// 0].
+    #[arg(short = 'd', long = "n-depth", value_name = "TOKENS")]
+    pub n_depth: Option<String>,
+
     /// Rounds: each arm runs once per round, in an order drawn at random for that round. The speedup's
     /// interval needs at least 6; each round is one paired observation of it.
     #[arg(long = "rounds", default_value_t = 12, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+
+    /// Seconds to pause between one llama-bench process and the next (not before the first),
+    /// so that heat, caches or work one process leaves behind fade before the next starts:
+    /// the remedy for carry-over (docs/bench.md, What is exact). Recorded in
+    /// environment.json (`cooldown_seconds`) [default: 0].
+    #[arg(
+        long = "cooldown",
+        value_name = "SECONDS",
+        value_parser = parse_cooldown,
+        allow_negative_numbers = true
+    )]
+    pub cooldown: Option<std::time::Duration>,
 
     /// Bundle directory to create (must not exist) [default: ./capshim-bench-YYYYMMDD-HHMMSS, UTC, with -2, -3... appended when taken].
     #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
@@ -167,6 +192,23 @@ pub struct BenchArgs {
     /// Extra llama-bench arguments, after `--` (e.g. `-- -t 8 -ngl 99`).
     #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
     pub extra: Vec<String>,
+}
+
+/// `--cooldown`'s value: seconds, a non-negative finite number (`30`, `2.5`).
+///
+/// # Errors
+/// A text naming the value and what is expected, which clap prints as a usage error (exit 2).
+fn parse_cooldown(value: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = value.trim().parse().map_err(|_| {
+        "not a number of seconds; give one such as --cooldown 30 or --cooldown 2.5".to_string()
+    })?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!(
+            "{value} seconds is not a pause; give zero or more seconds, e.g. --cooldown 30"
+        ));
+    }
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|e| format!("{value} seconds cannot be waited: {e}; give fewer seconds"))
 }
 
 /// Builds and checks the plan from the command line.
@@ -206,7 +248,12 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         Some(p) => {
             let p = existing_file(p, "baseline", "give the host's llama-bench -o json file")?;
             let keys: Vec<_> = read_bench_file(&p)?.iter().map(|r| r.key).collect();
-            if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &args.extra) {
+            // The tests as llama-bench will build them, capshim's -d included.
+            let mut shaping = args.extra.clone();
+            if let Some(depth) = &args.n_depth {
+                shaping.extend(["-d".to_string(), depth.clone()]);
+            }
+            if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &shaping) {
                 let warnings =
                     check_baseline(&keys, &planned).map_err(|e| UsageError(e.to_string()))?;
                 for warning in warnings {
@@ -224,9 +271,11 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             repetitions: args.repetitions,
             n_prompt: args.n_prompt,
             n_gen: args.n_gen,
+            n_depth: args.n_depth,
             extra: args.extra,
             arms,
             rounds: args.rounds,
+            cooldown: args.cooldown.unwrap_or_default(),
             dylib,
             allow_inactive: args.arms.allow_inactive,
             keep_going: args.experiment.keep_going,

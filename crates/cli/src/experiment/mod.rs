@@ -29,6 +29,7 @@ pub mod tool;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub use error::{ExperimentError, io};
 
@@ -78,6 +79,8 @@ pub struct Context<'a> {
     pub keep_going: bool,
     /// The failed runs recorded so far (only with `keep_going`).
     pub failed: Vec<Failed>,
+    /// The pause between one process of the rounds and the next (`--cooldown`), zero for none.
+    pub cooldown: Duration,
 }
 
 impl Context<'_> {
@@ -147,6 +150,12 @@ pub trait Experiment {
         true
     }
 
+    /// The pause between one process of its rounds and the next (`--cooldown`): lets heat,
+    /// caches and lingering work from one process fade before the next starts.
+    fn cooldown(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// Work before the bundle exists (hashing files), stopped when `stop` returns a signal.
     ///
     /// # Errors
@@ -207,6 +216,7 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
         words,
         keep_going: e.keep_going(),
         failed: Vec::new(),
+        cooldown: e.cooldown(),
     };
     e.run_in(&dir, &mut cx).map_err(|err| {
         if scratch.is_some() {

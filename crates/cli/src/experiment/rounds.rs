@@ -7,7 +7,10 @@
 //! the machine and hand one arm its slow slots for a whole bench.
 //!
 //! [`run_rounds`] runs every slot in that order, with a progress bar (or a line a run where
-//! stderr is not a terminal), stopping before the next run when a signal came.
+//! stderr is not a terminal), pausing [`Context::cooldown`] between one process and the next
+//! (`--cooldown`), stopping before the next run when a signal came (also during a pause).
+
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
@@ -35,8 +38,27 @@ pub fn interleave<R: Rng>(arms: usize, rounds: u32, mut rng: R) -> impl Iterator
     })
 }
 
+/// The longest stretch a cooldown sleeps before it looks for a signal again.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// Waits `cooldown`, looking for a signal at least every [`SIGNAL_CHECK`].
+///
+/// # Errors
+/// [`ExperimentError::Interrupted`] as soon as a signal came.
+fn pause(cx: &Context, cooldown: Duration) -> Result<(), ExperimentError> {
+    let end = Instant::now() + cooldown;
+    loop {
+        cx.check_signals()?;
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(SIGNAL_CHECK));
+    }
+}
+
 /// Runs `one` for every slot of `arms` (their names) over `rounds` rounds, each round in a
-/// random order; progress on stderr.
+/// random order, [`Context::cooldown`] apart; progress on stderr.
 ///
 /// # Errors
 /// [`ExperimentError::Interrupted`] when a signal came before a run; whatever `one` returns.
@@ -54,8 +76,16 @@ pub fn run_rounds(
         )
         .expect("valid template"),
     );
-    for slot in interleave(arms.len(), rounds, rand::rng()) {
-        if let Err(e) = cx.check_signals() {
+    for (i, slot) in interleave(arms.len(), rounds, rand::rng()).enumerate() {
+        // Between processes, not before the first: what one process leaves behind fades
+        // before the next starts, whichever arm it is.
+        let waited = if i > 0 && !cx.cooldown.is_zero() {
+            bar.set_message(format!("cooling down {:.1} s", cx.cooldown.as_secs_f64()));
+            pause(cx, cx.cooldown)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = waited.and_then(|()| cx.check_signals()) {
             bar.finish_and_clear();
             return Err(e);
         }

@@ -24,6 +24,10 @@ struct Mock {
     output: PathBuf,
     keep_going: bool,
     ran: Vec<(String, u32)>,
+    /// `--cooldown`.
+    cooldown: std::time::Duration,
+    /// When each run started.
+    started: Vec<std::time::Instant>,
 }
 
 impl Experiment for Mock {
@@ -45,9 +49,14 @@ impl Experiment for Mock {
         self.keep_going
     }
 
+    fn cooldown(&self) -> std::time::Duration {
+        self.cooldown
+    }
+
     fn run_in(&mut self, dir: &Path, cx: &mut Context) -> Result<Self::Sealed, ExperimentError> {
         let arms = ["ok".to_string(), "bad".to_string()];
         let ran = &mut self.ran;
+        let started = &mut self.started;
         run_rounds(cx, &arms, 3, |cx, slot| {
             let arm = &arms[slot.arm];
             let (out, err) = (
@@ -61,6 +70,7 @@ impl Experiment for Mock {
             };
             let args = ["-c".to_string(), script.to_string()];
             cx.progress.start(format!("arm {arm} round {}", slot.round));
+            started.push(std::time::Instant::now());
             let finished = cx.run_tool(&ToolRun {
                 tool: "sh",
                 program: Path::new("/bin/sh"),
@@ -94,6 +104,8 @@ fn without_keep_going_the_first_failed_run_stops_and_leaves_a_note() {
         output: tmp.path().join("b"),
         keep_going: false,
         ran: Vec::new(),
+        cooldown: std::time::Duration::ZERO,
+        started: Vec::new(),
     };
     let err = super::run(&mut mock).unwrap_err();
     let text = crate::format::chain(&err);
@@ -117,6 +129,8 @@ fn with_keep_going_every_failed_run_is_recorded_and_the_rounds_go_on() {
         output: tmp.path().join("b"),
         keep_going: true,
         ran: Vec::new(),
+        cooldown: std::time::Duration::ZERO,
+        started: Vec::new(),
     };
     let failed = super::run(&mut mock).unwrap();
     assert_eq!(mock.ran.len(), 6);
@@ -134,4 +148,24 @@ fn with_keep_going_every_failed_run_is_recorded_and_the_rounds_go_on() {
             .all(|f| f.arm == "bad" && f.reason == "exit status: 3")
     );
     assert!(!tmp.path().join("b/INCOMPLETE").exists());
+}
+
+#[test]
+fn a_cooldown_separates_every_process_from_the_next() {
+    // Only a lower bound: a sleep lasts at least what it is asked, however busy the machine.
+    let tmp = tempfile::tempdir().unwrap();
+    let cooldown = std::time::Duration::from_millis(150);
+    let mut mock = Mock {
+        output: tmp.path().join("b"),
+        keep_going: true,
+        ran: Vec::new(),
+        cooldown,
+        started: Vec::new(),
+    };
+    super::run(&mut mock).unwrap();
+    assert_eq!(mock.started.len(), 6);
+    for pair in mock.started.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= cooldown, "{gap:?} between two processes");
+    }
 }

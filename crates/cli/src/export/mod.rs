@@ -109,11 +109,6 @@ pub fn cell<'a>(summary: &'a Summary, row: usize, arm: &str) -> Option<&'a ArmSt
     summary.rows[row].arms.get(arm).and_then(Option::as_ref)
 }
 
-/// All formats written into a bundle of schema 5: [`for_schema`]`(5)`.
-pub fn all() -> Vec<Box<dyn Exporter>> {
-    for_schema(5)
-}
-
 /// The formats written into a bundle of `schema_version`: `report.md`, `results.csv`,
 /// `summary.json` and `chart.svg`; from schema 6 also `rounds.svg`.
 pub fn for_schema(schema_version: u32) -> Vec<Box<dyn Exporter>> {
@@ -168,7 +163,6 @@ mod tests {
         );
         assert_eq!(names(6)[..4], names(5)[..]);
         assert_eq!(names(6)[4], "rounds.svg");
-        assert_eq!(all().len(), 4);
     }
 
     #[test]

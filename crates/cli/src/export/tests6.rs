@@ -101,7 +101,7 @@ fn a_level_out_of_reach_is_inconclusive_and_names_the_rounds() {
 #[test]
 fn schema_5_summaries_carry_no_schema_6_field() {
     let s = analyze(&bench(8, 7.2)).unwrap();
-    assert_eq!(s.schema_version, SCHEMA_VERSION);
+    assert_eq!(s.schema_version, 5);
     let json = serde_json::to_string(&s).unwrap();
     for key in [
         "verdicts",
@@ -234,6 +234,12 @@ fn every_table_shows_one_point_per_arm() {
         "{detail}"
     );
     assert!(md.contains("| ratio of medians |"), "{md}");
+    // What the level rests on, in the report itself.
+    assert!(
+        md.contains("level is exact when the arm changes speed by a constant factor"),
+        "{md}"
+    );
+    assert!(md.contains("pseudo-median of the rounds' ratios"), "{md}");
     let csv = crate::export::csv::Csv.render(&s).unwrap();
     let header = csv.lines().next().unwrap();
     assert!(header.contains("ratio_of_medians unlocked"), "{header}");
@@ -246,4 +252,52 @@ fn every_table_shows_one_point_per_arm() {
         cell["speedup_precision"]["center"]
     );
     assert_eq!(cell["ratio_of_medians"].as_f64(), Some(ratio));
+}
+
+#[test]
+fn a_carry_over_the_evidence_shows_is_warned_and_kept_in_the_summary() {
+    // Every process right after an unlocked one runs 6% slower.
+    let order = sequence(12, [7.0, 7.0, 7.0]);
+    let mut arms = bench(12, 1.0);
+    for (i, p) in order.iter().enumerate() {
+        let slowed = i > 0 && order[i - 1].arm == "unlocked";
+        if !slowed {
+            continue;
+        }
+        let a = arms.iter_mut().find(|a| a.name == p.arm).unwrap();
+        let run = a.runs.iter_mut().find(|r| r.round == p.round).unwrap();
+        for row in &mut run.rows {
+            row.samples_ts.iter_mut().for_each(|v| *v *= 0.94);
+        }
+    }
+    let options = |sequence| Options {
+        derivation: Derivation::Schema6,
+        sequences: vec![sequence],
+    };
+    let s = analyze_with(&arms, &options(order.clone())).unwrap();
+    let c = s.rows[0].arms.get("unlocked").unwrap().clone().unwrap();
+    let c = c.carryover.unwrap();
+    assert!((c.estimate - (-0.06)).abs() < 0.01, "{c:?}");
+    assert!(c.matters(), "{c:?}");
+    let warning = s
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("carry-over:"))
+        .expect("a carry-over warning");
+    let named = format!("unlocked pp512 {:+.1}% [", c.estimate * 100.0);
+    assert!(warning.contains(&named), "{warning}");
+    assert!(warning.contains("interval excludes 0"), "{warning}");
+    assert!(warning.contains("--cooldown"), "{warning}");
+    // The interval stays in summary.json.
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["rows"][0]["arms"]["unlocked"]["carryover"]["low"].is_f64());
+    // None: no warning, the interval still in the summary.
+    let s = analyze_with(&bench(12, 1.0), &options(order)).unwrap();
+    assert!(
+        !s.warnings.iter().any(|w| w.starts_with("carry-over:")),
+        "{:?}",
+        s.warnings
+    );
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["rows"][0]["arms"]["unlocked"]["carryover"]["high"].is_f64());
 }

@@ -1,8 +1,10 @@
 //! `capshim report`: llama-bench JSON files, or evidence bundles, to the comparison table.
 //!
 //! - [`open`]: checking a bundle (checksums, signature, derived files) before it is used.
+//! - [`partial`]: `--partial`, the completed rounds of an unfinished bench bundle.
 
 pub mod open;
+pub mod partial;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,9 +14,13 @@ use clap::Args;
 
 use self::open::{Opened, Signers, open};
 use super::{UsageError, out};
-use crate::analysis::{ArmInput, Role, RunInput, analyze, interval};
+use crate::analysis::input::ProcessRun;
+use crate::analysis::{
+    ArmInput, Derivation, Options, Role, RunInput, analyze, analyze_with, interval,
+};
 use crate::bundle::schema::{Kind, as_written, derivable, unverified_mark};
 use crate::bundle::{self, BundleError};
+use crate::export::rounds_svg::RoundsSvg;
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
 use crate::llama::read_bench_file;
 
@@ -46,8 +52,12 @@ Each file is one llama-bench process (a round): file i of an arm is paired with 
 stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
 (faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
 pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
-Files capshim did not run in random order hold the interval's level only if each round's ratio
-scatters symmetrically and independently around the true one (docs/bench.md, The method).
+In a bench bundle the level is exact when the arm changes speed by a constant factor and nothing
+carries over between processes, and approximate under carry-over, for arms of very different
+durations under wall-clock disturbances, and for an effect that is not constant (the pseudo-median
+of the rounds' ratios) (docs/bench.md, What is exact). For --arm files capshim cannot know the
+order they ran in: their interval holds only if each round's ratio scatters symmetrically and
+independently around the true one (docs/bench.md, The method).
 {BUNDLES_HELP}{layouts}{AFTER_HELP}",
         layouts = layouts_help(),
         level = interval::percent_text(interval::CONFIDENCE_LEVEL),
@@ -85,7 +95,7 @@ BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim v
 `capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
 (no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
 SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
-results.csv, chart.svg; verify: summary.json, report.md; selftest: checks.json, report.md) is
+results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md) is
 derived again from the primary files (raw/ and environment.json) and must match byte for byte.
 What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
 write a new one; only a signature says who sealed it): docs/bundles.md.";
@@ -111,7 +121,7 @@ Exit codes:
      derives again (without --as-written), or, with --allowed-signers, its signature is
      missing or bad
   4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
-     files were not derived again
+     files were not derived again, or --partial the completed rounds of an unfinished bench
 
 Examples:
   capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
@@ -158,6 +168,12 @@ pub struct ReportArgs {
     #[arg(long, group = "format")]
     pub svg: bool,
 
+    /// Print the rounds' SVG (a bundle's rounds.svg): each round's ratio in time order, with
+    /// the estimate and its interval as a band, a panel per test and arm. Bench bundles of
+    /// layout 6 only.
+    #[arg(long = "rounds-svg", group = "format")]
+    pub rounds_svg: bool,
+
     /// Check each bundle's signature (SHA256SUMS.sig) with OpenSSH's ssh-keygen -Y verify
     /// against this allowed-signers file (lines `IDENTITY KEYTYPE KEY`, as git's
     /// gpg.ssh.allowedSignersFile); a missing or bad signature is exit code 3.
@@ -173,6 +189,13 @@ pub struct ReportArgs {
     /// stdout line says UNVERIFIED, exit code 4.
     #[arg(long)]
     pub as_written: bool,
+
+    /// Show an unfinished bench bundle (an INCOMPLETE note, no SHA256SUMS): the table of its
+    /// completed rounds, those in which every arm gave a result. The first stdout line says
+    /// PARTIAL; exit code 4. A bench stops for reasons that are not in its figures, so the
+    /// intervals hold for the rounds that ran; nothing was sealed or derived again.
+    #[arg(long, conflicts_with = "as_written")]
+    pub partial: bool,
 }
 
 /// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
@@ -243,12 +266,15 @@ fn role_of(name: &str) -> Role {
     }
 }
 
+/// The arms of the bundles and of the --arm files, and per bundle its processes in the order
+/// run (arm names as the arms are named).
 fn arm_inputs(
     args: &ReportArgs,
     bundles: &[(PathBuf, bundle::Manifest)],
     files: Vec<(String, Vec<PathBuf>)>,
-) -> anyhow::Result<Vec<ArmInput>> {
+) -> anyhow::Result<(Vec<ArmInput>, Vec<Vec<ProcessRun>>)> {
     let mut arms = Vec::new();
+    let mut sequences = Vec::new();
     let prefixed = bundles.len() > 1;
     for (i, (dir, manifest)) in bundles.iter().enumerate() {
         let prefix = prefixed.then(|| {
@@ -266,6 +292,7 @@ fn arm_inputs(
             }
         });
         arms.extend(bundle::load_arms(dir, manifest, prefix.as_deref())?);
+        sequences.push(bundle::load::read_runs(dir, prefix.as_deref())?);
     }
     for (name, paths) in files {
         let mut runs = Vec::new();
@@ -331,7 +358,7 @@ fn arm_inputs(
             }
         }
     }
-    Ok(arms)
+    Ok((arms, sequences))
 }
 
 /// Prints a bundle that is reported on its own: a verify bundle, or one of another layout.
@@ -361,7 +388,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             markdown,
             summary_json,
         } => {
-            if args.csv || args.svg {
+            if args.csv || args.svg || args.rounds_svg {
                 usage!(
                     "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
                     dir.display()
@@ -373,7 +400,7 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
             markdown,
             checks_json,
         } => {
-            if args.csv || args.svg {
+            if args.csv || args.svg || args.rounds_svg {
                 usage!(
                     "{} is a `capshim selftest` bundle: only --json (its checks.json) or --markdown apply to it",
                     dir.display()
@@ -387,7 +414,8 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
                 (_, true, _, _) => "summary.json",
                 (Kind::Bench, _, true, _) => "results.csv",
                 (Kind::Bench, _, _, true) => "chart.svg",
-                (_, _, false, false) => "report.md",
+                (Kind::Bench, _, _, _) if args.rounds_svg => "rounds.svg",
+                (_, _, false, false) if !args.rounds_svg => "report.md",
                 _ => usage!(
                     "{} is a {} bundle: only --json (its summary.json) or --markdown apply to it",
                     dir.display(),
@@ -406,9 +434,30 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// The format asked for.
+fn exporter(args: &ReportArgs) -> Box<dyn Exporter> {
+    if args.json {
+        Box::new(Json)
+    } else if args.csv {
+        Box::new(Csv)
+    } else if args.svg {
+        Box::new(Svg)
+    } else if args.rounds_svg {
+        Box::new(RoundsSvg)
+    } else {
+        Box::new(Markdown)
+    }
+}
+
 fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let files = parse_arms(args)?;
     check_bundle_args(args)?;
+    if args.partial {
+        let Some(dir) = args.bundles.first() else {
+            usage!("--partial shows an unfinished bench bundle: give its directory");
+        };
+        return partial::report_partial(args, dir, exporter(args).as_ref());
+    }
     let signers = match (&args.allowed_signers, &args.identity) {
         (Some(file), Some(identity)) => Some(Signers { file, identity }),
         _ => None,
@@ -431,8 +480,28 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let only_bundle = layouts.len() == 1 && files.is_empty();
-    let arms = arm_inputs(args, &bundles, files)?;
-    let mut summary = analyze(&arms)?;
+    let files_empty = files.is_empty();
+    let (arms, sequences) = arm_inputs(args, &bundles, files)?;
+    // Bundles of layout 6 alone are shown with schema 6's statistics; a layout 5 bundle, or
+    // llama-bench files given with --arm, as schema 5 derives them.
+    let schema6 = !layouts.is_empty() && layouts.iter().all(|l| *l >= 6) && files_empty;
+    let mut summary = if schema6 {
+        analyze_with(
+            &arms,
+            &Options {
+                derivation: Derivation::Schema6,
+                sequences,
+            },
+        )?
+    } else {
+        if args.rounds_svg {
+            usage!(
+                "--rounds-svg draws the rounds of bench bundles of layout 6; give only such bundles \
+                 (llama-bench files given with --arm, and layout 5 bundles, have no rounds.svg)"
+            );
+        }
+        analyze(&arms)?
+    };
     // One bundle alone is shown as its own layout derives it (its summary.json's number).
     if only_bundle {
         summary.schema_version = layouts[0];
@@ -447,16 +516,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    let exporter: Box<dyn Exporter> = if args.json {
-        Box::new(Json)
-    } else if args.csv {
-        Box::new(Csv)
-    } else if args.svg {
-        Box::new(Svg)
-    } else {
-        Box::new(Markdown)
-    };
-    out(&exporter.render(&summary)?)?;
+    out(&exporter(args).render(&summary)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
