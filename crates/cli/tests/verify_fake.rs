@@ -984,3 +984,47 @@ fn truncated_tool_output_is_a_failed_run() {
         v["arms"]["stock"]
     );
 }
+
+/// verify keeps the user's other preloaded libraries in every arm, as bench and `run` do: the
+/// stock arm gets them alone, an arm with the shim gets them with the shim (it dropped them all
+/// before, from the names of the variables alone).
+#[cfg(target_os = "linux")]
+#[test]
+fn verify_keeps_the_users_other_preloaded_libraries() {
+    let s = setup();
+    let src = s.tmp.path().join("other.c");
+    std::fs::write(&src, "int capshim_test_other;\n").unwrap();
+    let other = s.tmp.path().join("libother.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&other)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = s.tmp.path().join("out");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("LD_PRELOAD", &other)
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    let other = other.display().to_string();
+    let shim = s.shim.display().to_string();
+    let steps = env["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    for step in steps {
+        let preload = step["env"]["set"]["LD_PRELOAD"].as_str().unwrap_or("");
+        // Where the shim goes among them is the platform's rule (launch::environment).
+        let mut libraries: Vec<&str> = preload.split(':').collect();
+        libraries.sort();
+        let mut expected: Vec<&str> = if step["arm"] == "stock" {
+            vec![&other]
+        } else {
+            vec![&shim, &other]
+        };
+        expected.sort();
+        assert_eq!(libraries, expected, "{step}");
+    }
+}

@@ -4,6 +4,7 @@
 //! failure or a signal leaves the bundle unsealed with an INCOMPLETE note (and removes a
 //! half-written base).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::derive::{StepResult, read_step};
@@ -128,9 +129,9 @@ fn run_in(
     let order = plan.order();
     cx.progress.total = (order.len() * steps.len()) as u64;
     let mut records: Vec<StepRecord> = Vec::new();
-    let inherited: Vec<String> = std::env::vars_os()
-        .map(|(k, _)| k.to_string_lossy().into_owned())
-        .collect();
+    // capshim's own environment, names and values: an arm keeps the user's other injected
+    // libraries, as bench's arms and `run` do (Arm::env_change_from).
+    let parent: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     for &index in &order {
         let arm = &plan.arms[index];
         let is_reference = matches!(plan.reference, Reference::Arm(i) if i == index);
@@ -158,10 +159,10 @@ fn run_in(
             if let Some(p) = &status_path {
                 std::fs::write(p, "").map_err(io("cannot create", p))?;
             }
-            let env = arm.env_change(
+            let env = arm.env_change_from(
                 plan.dylib.as_deref(),
                 status_path.as_deref().unwrap_or(Path::new("")),
-                inherited.iter().cloned(),
+                parent.iter().cloned(),
             );
             let (tool, args) = match step {
                 Step::Perplexity => {
