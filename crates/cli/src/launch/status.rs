@@ -94,14 +94,46 @@ impl StatusEvent {
         StatusEvent::parse_lines(path, text).collect()
     }
 
-    /// Reads and parses the status file at `path`; a file that is missing or unreadable holds
-    /// no events (the shim did not write it).
+    /// Reads and parses the status file at `path` (bench's and verify's strict reader), within
+    /// a fixed bound of memory: at most [`MAX_STRICT_FILE`] bytes are read, and a longer file
+    /// is refused unread. A file that is missing or cannot be opened holds no events (the shim
+    /// did not write it).
     ///
     /// # Errors
-    /// [`StatusFileError`] on the first line that is not a status event.
+    /// [`StatusFileError`] on a file longer than [`MAX_STRICT_FILE`] bytes (naming the line
+    /// it passes the bound on), on a file that is not UTF-8, or on the first line that is not a status event.
     pub fn read_file(path: &Path) -> Result<Vec<StatusEvent>, StatusFileError> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        StatusEvent::parse_file(&path.display().to_string(), &text)
+        use std::io::Read;
+        let shown = path.display().to_string();
+        let error = |line: usize, why: String| StatusFileError {
+            path: shown.clone(),
+            line,
+            why,
+        };
+        let Ok(file) = std::fs::File::open(path) else {
+            return Ok(Vec::new());
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_STRICT_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| error(0, format!("cannot be read: {e}")))?;
+        // The line a byte offset is on, 1-based.
+        let line_at =
+            |bytes: &[u8], at: usize| 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        if bytes.len() as u64 > MAX_STRICT_FILE {
+            return Err(error(
+                line_at(&bytes, bytes.len() - 1),
+                format!(
+                    "the file goes on past {MAX_STRICT_FILE} bytes, where one run's shim writes \
+                     a few hundred"
+                ),
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let line = line_at(e.as_bytes(), e.utf8_error().valid_up_to());
+            error(line, "not UTF-8".to_string())
+        })?;
+        StatusEvent::parse_file(&shown, &text)
     }
 }
 
@@ -140,6 +172,10 @@ impl ProcessStatus {
         }
     }
 }
+
+/// The longest status file [`StatusEvent::read_file`] (bench's and verify's strict reader)
+/// reads, in bytes: one llama.cpp run's shim writes a few events of a few hundred bytes each.
+pub const MAX_STRICT_FILE: u64 = 1 << 20;
 
 /// The longest status line [`Summary`] reads, in bytes: an event is a few hundred.
 pub const MAX_LINE: usize = 16 * 1024;
@@ -568,6 +604,29 @@ mod tests {
         assert_eq!(read(), Some(false));
         assert_eq!(read(), Some(true));
         assert_eq!(read(), None);
+    }
+
+    #[test]
+    fn the_strict_reader_refuses_a_file_past_its_bound_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = format!("{ACTIVE}\n");
+        let fits = (MAX_STRICT_FILE as usize) / line.len();
+        std::fs::write(&path, line.repeat(fits)).unwrap();
+        assert_eq!(StatusEvent::read_file(&path).unwrap().len(), fits);
+        std::fs::write(&path, line.repeat(fits + 1)).unwrap();
+        let err = StatusEvent::read_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("s.jsonl: line {} ", fits + 1))
+                && err.contains(&format!("goes on past {MAX_STRICT_FILE} bytes")),
+            "{err}"
+        );
+        std::fs::write(&path, [line.as_bytes(), b"\xff\n"].concat()).unwrap();
+        let err = StatusEvent::read_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("line 2 is not a capshim status event (not UTF-8)"),
+            "{err}"
+        );
     }
 
     #[test]
