@@ -686,6 +686,35 @@ fn usage_errors_exit_2_before_anything_runs() {
         ),
         (&["--", "-c", "256"][..], "\"-c\" after `--` is refused"),
         (
+            &[
+                "--arm",
+                "cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0",
+                "--",
+                "-ngl",
+                "99",
+            ][..],
+            "the llama.cpp option \"-ngl\" after `--` overrides LLAMA_ARG_N_GPU_LAYERS that arm cpu sets",
+        ),
+        (
+            &[
+                "--arm",
+                "cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0",
+                "--",
+                "--gpu-layers=99",
+            ][..],
+            "option \"--gpu-layers=99\" after `--` overrides LLAMA_ARG_N_GPU_LAYERS that arm cpu",
+        ),
+        (
+            &[
+                "--arm",
+                "g=apple9-64k,LLAMA_ARG_N_GPU_LAYERS=9",
+                "--",
+                "--n-gpu-layers",
+                "1",
+            ][..],
+            "arm g sets",
+        ),
+        (
             &["--base", "x.kld", "--save-base", "y.kld"][..],
             "cannot be used with",
         ),
