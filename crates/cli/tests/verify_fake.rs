@@ -1057,3 +1057,31 @@ fn verify_keeps_the_users_other_preloaded_libraries() {
         assert_eq!(libraries, expected, "{step}");
     }
 }
+
+/// An input that is there but is not a text says so: `/dev/null` is a device, an empty file is
+/// empty; only a missing one "does not exist" (they all said that before).
+#[test]
+fn a_text_that_is_a_device_or_empty_is_named_as_such() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    let empty = s.tmp.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let missing = s.tmp.path().join("missing.txt");
+    for (text, says) in [
+        (
+            Path::new("/dev/null"),
+            "text /dev/null is not a regular file (it is a device); give a plain-text file with --text".to_string(),
+        ),
+        (s.tmp.path(), format!("text {} is not a regular file (it is a directory)", s.tmp.path().display())),
+        (&empty, format!("text {} is empty", empty.display())),
+        (&missing, format!("text {} does not exist", missing.display())),
+    ] {
+        s.verify(&out)
+            .arg("--text")
+            .arg(text)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says));
+    }
+    assert!(!out.exists());
+}
