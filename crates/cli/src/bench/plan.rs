@@ -197,7 +197,30 @@ const SWEEP_OPTIONS: &[&[&str]] = &[
     &["-rpc", "--rpc"],
 ];
 
-/// Refuses a setting swept with a comma list or by repeating its option.
+/// The sweep options whose integer values llama-bench also reads as ranges: `first-last`,
+/// `first-last+step`, `first-last*mult` (its `--help`: "Ranges can be given as ...").
+const RANGE_OPTIONS: &[&str] = &[
+    "-t",
+    "--threads",
+    "-ngl",
+    "--n-gpu-layers",
+    "-b",
+    "--batch-size",
+    "-ub",
+    "--ubatch-size",
+    "-ncmoe",
+    "--n-cpu-moe",
+];
+
+/// Whether an option's value is written as a range: a number, then `-` (a leading `-` is a
+/// negative number, such as `-ngl -1`).
+fn is_range(value: &str) -> bool {
+    value
+        .split_once('-')
+        .is_some_and(|(first, _)| !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Refuses a setting swept with a comma list, a range or by repeating its option.
 fn check_sweeps(extra: &[String]) -> Result<(), PlanError> {
     let mut seen: Vec<(&[&str], String)> = Vec::new();
     for (i, arg) in extra.iter().enumerate() {
@@ -217,6 +240,12 @@ fn check_sweeps(extra: &[String]) -> Result<(), PlanError> {
             return Err(PlanError::Sweep {
                 option: shown,
                 why: format!("{v:?} is a comma list"),
+            });
+        }
+        if let Some(v) = value.filter(|v| RANGE_OPTIONS.contains(&flag) && is_range(v)) {
+            return Err(PlanError::Sweep {
+                option: shown,
+                why: format!("{v:?} is a range, first-last[+step|*mult]"),
             });
         }
         if let Some((_, first)) = seen.iter().find(|(n, _)| n == names) {
@@ -412,13 +441,19 @@ mod tests {
             (args(&["-fa", "0,1"]), "-fa 0,1"),
             (args(&["-t", "1", "--threads", "2"]), "first as -t 1"),
             (args(&["-ctk", "f16", "-ctk", "q8_0"]), "given twice"),
+            (
+                args(&["-ngl", "0-99+99"]),
+                "-ngl 0-99+99 after `--` sweeps a setting (\"0-99+99\" is a range",
+            ),
+            (args(&["--threads=1-4*2"]), "\"1-4*2\" is a range"),
+            (args(&["-b", "512-1024"]), "\"512-1024\" is a range"),
         ] {
             let err = check_extra_args(&bad).unwrap_err().to_string();
             assert!(err.contains(expected), "{bad:?}: {err}");
             assert!(err.contains("one value per option after `--`"), "{err}");
         }
         check_extra_args(&args(&[
-            "-t", "8", "-ngl", "99", "-d", "0,512", "-pg", "512,128",
+            "-t", "8", "-ngl", "-1", "-d", "0,512", "-pg", "512,128", "-dev", "Metal-0",
         ]))
         .unwrap();
     }
