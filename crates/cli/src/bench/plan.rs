@@ -44,6 +44,17 @@ pub enum PlanError {
         /// What makes it a sweep.
         why: String,
     },
+    /// `-t 0`: llama-bench passes zero threads to ggml, which aborts.
+    #[error(
+        "the llama-bench option {option} after `--` asks for zero threads: llama-bench passes the \
+         number to ggml as it is (unlike llama.cpp's other tools, where 0 means every core), and \
+         ggml aborts on it (GGML_ASSERT n_threads > 0), often printing nothing; give at least 1 \
+         (e.g. `-- -t 8`), or leave -t out for llama-bench's default, this machine's cores"
+    )]
+    ZeroThreads {
+        /// The option and its value as given.
+        option: String,
+    },
 }
 
 /// What llama-bench is asked for, as tests: `-p`, `-n`, `-pg` at every `-d` depth.
@@ -287,7 +298,23 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), PlanError> {
             }
         }
     }
-    check_sweeps(extra)
+    check_sweeps(extra)?;
+    for (i, arg) in extra.iter().enumerate() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (arg.as_str(), extra.get(i + 1).map(String::as_str)),
+        };
+        if ["-t", "--threads"].contains(&flag) && value.is_some_and(|v| v.parse() == Ok(0u64)) {
+            return Err(PlanError::ZeroThreads {
+                option: if arg.contains('=') {
+                    arg.clone()
+                } else {
+                    format!("{arg} {}", value.unwrap_or_default())
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One arm to run: the arm syntax `bench` shares with `verify`.
@@ -451,6 +478,13 @@ mod tests {
             let err = check_extra_args(&bad).unwrap_err().to_string();
             assert!(err.contains(expected), "{bad:?}: {err}");
             assert!(err.contains("one value per option after `--`"), "{err}");
+        }
+        for zero in [&["-t", "0"][..], &["--threads=0"], &["-t", "00"]] {
+            let err = check_extra_args(&args(zero)).unwrap_err().to_string();
+            assert!(
+                err.contains("asks for zero threads") && err.contains("give at least 1"),
+                "{err}"
+            );
         }
         check_extra_args(&args(&[
             "-t", "8", "-ngl", "-1", "-d", "0,512", "-pg", "512,128", "-dev", "Metal-0",

@@ -77,7 +77,8 @@ Exit codes:
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a bad or duplicate arm label, an unknown profile
-       name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
+       name, a refused llama-bench option after `--`: a sweep (comma list, range, repeated
+       option) or -t 0; a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
