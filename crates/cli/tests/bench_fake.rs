@@ -1094,6 +1094,30 @@ fn a_model_changed_during_the_runs_is_named_and_the_bundle_left_unsealed() {
     assert!(!out.join("SHA256SUMS").exists());
 }
 
+/// A model swapped during the runs for another file of the same size and modification time
+/// is found by its identity (device and inode), not only its size and time (issue 15 item 7).
+#[test]
+fn a_model_swapped_with_the_same_size_and_time_is_named_and_the_bundle_left_unsealed() {
+    let s = setup();
+    let out = s.tmp.path().join("swapped");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "2", "-o", out.to_str().unwrap()],
+        &[("FAKE_SWAP", &s.model)],
+    );
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} changed while capshim used it: it is another file now",
+            s.model.canonicalize().unwrap().display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+}
+
 /// The schedule is made run by run: the largest --rounds starts at once (the first version
 /// allocated every slot first and aborted), and stops cleanly.
 #[test]

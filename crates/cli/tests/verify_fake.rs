@@ -45,6 +45,11 @@ if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then
 else
   shim=0
 fi
+# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place.
+if [ -n "$FAKE_SWAP" ]; then
+  cp "$FAKE_SWAP" "$FAKE_SWAP.new" && printf X | dd of="$FAKE_SWAP.new" bs=1 count=1 conv=notrunc 2>/dev/null
+  touch -r "$FAKE_SWAP" "$FAKE_SWAP.new" && mv "$FAKE_SWAP.new" "$FAKE_SWAP"
+fi
 if [ -n "$FAKE_FAIL_SHIM" ] && [ "$shim" = "$FAKE_FAIL_SHIM" ]; then
   echo "error: failed to load the model (shim=$shim)" >&2; exit 1
 fi
@@ -198,6 +203,7 @@ impl Setup {
             "FAKE_GREEDY",
             "FAKE_COMPLETION",
             "FAKE_FAIL_SHIM",
+            "FAKE_SWAP",
         ] {
             cmd.env_remove(var);
         }
@@ -1084,4 +1090,33 @@ fn a_text_that_is_a_device_or_empty_is_named_as_such() {
             .stderr(predicate::str::contains(says));
     }
     assert!(!out.exists());
+}
+
+/// A model or text swapped during the steps for another file of the same size and modification
+/// time is named after the last step, and the bundle is not sealed: its recorded SHA-256 would
+/// not be of the file every step used (verify did not check the files after its steps at all).
+#[test]
+fn a_model_or_text_swapped_during_the_steps_is_named_and_the_bundle_left_unsealed() {
+    let s = setup();
+    let text = s.tmp.path().join("text.txt");
+    std::fs::write(
+        &text,
+        "some words to read, enough of them for the fake tools\n",
+    )
+    .unwrap();
+    for (name, swapped) in [("model", &s.model), ("text", &text)] {
+        let out = s.tmp.path().join(name);
+        s.verify(&out)
+            .arg("--text")
+            .arg(&text)
+            .env("FAKE_HOOK", "1")
+            .env("FAKE_SWAP", swapped)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "{} changed while capshim used it: it is another file now",
+                swapped.canonicalize().unwrap().display()
+            )));
+        assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    }
 }

@@ -51,8 +51,9 @@ Each arm's line gives the half-width (±%) and, when wider than ±{band}%, about
 bring it within. More rounds narrow the interval; more -r barely does. docs/bench.md derives the method and gives A/A figures.
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
-a progress bar for a large model; Ctrl-C stops it) and their size and modification time noted;
-after the last run they must be unchanged, or the bench stops naming the file. A --baseline that
+a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
+size, modification and status-change times); after the last run they must be unchanged, or the
+bench stops naming the file. A --baseline that
 shares no test with -p/-n (and -d) is refused before the first run; tests it lacks are named.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence

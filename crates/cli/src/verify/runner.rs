@@ -293,6 +293,10 @@ fn run_in(
     }
     cx.check_signals()?;
     drop(work);
+    // The results are of the files hashed before the first step only if none changed since.
+    for stamp in &prepared.stamps {
+        stamp.check()?;
+    }
     seal(plan, prepared, &dir, cx.started, &manifest, &records)
 }
 

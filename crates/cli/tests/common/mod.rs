@@ -262,6 +262,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$FAKE_TOUCH" ] && echo touched >> "$FAKE_TOUCH"
+# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place.
+if [ -n "$FAKE_SWAP" ]; then
+  cp "$FAKE_SWAP" "$FAKE_SWAP.new" && printf X | dd of="$FAKE_SWAP.new" bs=1 count=1 conv=notrunc 2>/dev/null
+  touch -r "$FAKE_SWAP" "$FAKE_SWAP.new" && mv "$FAKE_SWAP.new" "$FAKE_SWAP"
+fi
 model_filename="$MODEL"
 [ "$FAKE_GARBLE" = 1 ] && model_filename='/models/mod\ufffff\ufffffle.gguf'
 if [ "$FAKE_FAIL" = 1 ]; then echo "error: failed to load model 'x.gguf'" >&2; exit 1; fi
