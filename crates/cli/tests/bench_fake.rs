@@ -1423,3 +1423,38 @@ fn truncated_llama_bench_output_is_a_failed_run() {
         );
     assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
 }
+
+/// A disk that fills during a run: "no space left on device" with the output's path, not
+/// "llama-bench printed no results"; the INCOMPLETE note that cannot be written is said to be
+/// missing on stderr. The disk is a small tmpfs really filled (ENOSPC), which needs root to
+/// mount; elsewhere the test says it did not run.
+#[test]
+fn a_full_disk_is_named_and_a_note_that_cannot_be_written_is_said_so() {
+    let s = setup();
+    let Some(small) = common::SmallFs::mount(s.tmp.path(), 1024) else {
+        return;
+    };
+    let out = small.path.join("bundle");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "1", "-o", out.to_str().unwrap()],
+        &[("FAKE_FILL", &small.path)],
+    );
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    let raw = format!("{}/raw/", out.display());
+    assert!(
+        stderr.contains("no space left on device: ") && stderr.contains(&raw),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("printed no results"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write the note {}/INCOMPLETE (No space left on device",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("with an INCOMPLETE note"), "{stderr}");
+}

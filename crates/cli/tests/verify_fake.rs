@@ -78,9 +78,11 @@ case "$FAKE_PPL" in
     while :; do sleep 0.05; done ;;
 esac
 if [ $kl = 0 ]; then
+  # FAKE_BASE=short: the base cut short, as by a full disk; FAKE_FILL=DIR fills DIR first.
+  [ -n "$FAKE_FILL" ] && cat /dev/zero > "$FAKE_FILL/filler" 2>/dev/null
   # ctx 8, vocabulary 2, 1 chunk: 88 bytes.
   printf '_logits_\010\000\000\000\002\000\000\000\001\000\000\000' > "$base"
-  head -c 68 /dev/zero >> "$base"
+  [ "$FAKE_BASE" = short ] || head -c 68 /dev/zero >> "$base"
   echo "perplexity: calculating perplexity over 4 chunks, n_ctx=512, batch_size=2048, n_seq=4" >&2
   echo "perplexity: 1.00 seconds per pass - ETA Final estimate: PPL = 10.0000 +/- 0.10000" >&2
   exit 0
@@ -204,6 +206,8 @@ impl Setup {
             "FAKE_COMPLETION",
             "FAKE_FAIL_SHIM",
             "FAKE_SWAP",
+            "FAKE_BASE",
+            "FAKE_FILL",
         ] {
             cmd.env_remove(var);
         }
@@ -1119,4 +1123,51 @@ fn a_model_or_text_swapped_during_the_steps_is_named_and_the_bundle_left_unseale
             )));
         assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
     }
+}
+
+/// The reference's base is checked when it is written: one cut short is the reference step's
+/// failure, not the next arm's ("failed reading log-probs for chunk 0" blamed arm `again`).
+#[test]
+fn a_base_cut_short_is_the_reference_steps_failure() {
+    let s = setup();
+    let out = s.tmp.path().join("short");
+    let assert = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_BASE", "short")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-perplexity failed in arm stock (the base it saved, ",
+        ))
+        .stderr(predicate::str::contains(
+            "has 20 of the 88 bytes its header needs: it was cut short",
+        ));
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(!stderr.contains("in arm apple9-64k"), "{stderr}");
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+}
+
+/// A full TMPDIR while the reference writes the base: "no space left on device" with the
+/// base's path, blamed on the reference's step. The file system is a small tmpfs really filled
+/// (ENOSPC), which needs root to mount; elsewhere the test says it did not run.
+#[test]
+fn a_full_tmpdir_under_the_base_is_named_as_a_full_disk() {
+    let s = setup();
+    let Some(small) = common::SmallFs::mount(s.tmp.path(), 1024) else {
+        return;
+    };
+    let out = s.tmp.path().join("full");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("TMPDIR", &small.path)
+        .env("FAKE_FILL", &small.path)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "llama-perplexity failed in arm stock (no space left on device: {}/capshim-verify-",
+            small.path.display()
+        )))
+        .stderr(predicate::str::contains("base.kld may be cut short"));
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
 }
