@@ -1208,6 +1208,30 @@ fn a_model_changed_during_the_runs_is_named_and_the_bundle_left_unsealed() {
         .stderr(predicate::str::contains("has no INCOMPLETE note"));
 }
 
+/// A model swapped during the runs for another file of the same size and modification time
+/// is found by its identity (device and inode), not only its size and time (issue 15 item 7).
+#[test]
+fn a_model_swapped_with_the_same_size_and_time_is_named_and_the_bundle_left_unsealed() {
+    let s = setup();
+    let out = s.tmp.path().join("swapped");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "2", "-o", out.to_str().unwrap()],
+        &[("FAKE_SWAP", &s.model)],
+    );
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} changed while capshim used it: it is another file now",
+            s.model.canonicalize().unwrap().display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+}
+
 /// The schedule is made run by run: the largest --rounds starts at once (the first version
 /// allocated every slot first and aborted), and stops cleanly.
 #[test]
@@ -1549,4 +1573,39 @@ fn the_help_says_what_is_exact_and_what_approximate() {
     ] {
         assert!(report.contains(part), "{part:?} missing:\n{report}");
     }
+}
+
+/// A disk that fills during a run: "no space left on device" with the output's path, not
+/// "llama-bench printed no results"; the INCOMPLETE note that cannot be written is said to be
+/// missing on stderr. The disk is a small tmpfs really filled (ENOSPC), which needs root to
+/// mount; elsewhere the test says it did not run.
+#[test]
+fn a_full_disk_is_named_and_a_note_that_cannot_be_written_is_said_so() {
+    let s = setup();
+    let Some(small) = common::SmallFs::mount(s.tmp.path(), 1024) else {
+        return;
+    };
+    let out = small.path.join("bundle");
+    let child = spawn_bench(
+        &s,
+        &s.model,
+        &["--rounds", "1", "-o", out.to_str().unwrap()],
+        &[("FAKE_FILL", &small.path)],
+    );
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    let raw = format!("{}/raw/", out.display());
+    assert!(
+        stderr.contains("no space left on device: ") && stderr.contains(&raw),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("printed no results"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write the note {}/INCOMPLETE (No space left on device",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("with an INCOMPLETE note"), "{stderr}");
 }

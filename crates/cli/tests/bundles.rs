@@ -494,8 +494,55 @@ fn an_unreadable_bundle_file_is_an_error_with_the_os_error_not_a_change() {
 fn the_same_file_or_bundle_twice_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let a = write_json(tmp.path(), "a.json", &[result("m", 512, 0, &[10.0, 11.0])]);
-    let b = write_json(tmp.path(), "b.json", &[result("m", 512, 0, &[10.0, 11.0])]);
+    let b = write_json(tmp.path(), "b.json", &[result("m", 512, 0, &[10.5, 11.0])]);
     std::os::unix::fs::symlink(&a, tmp.path().join("link.json")).unwrap();
+    // A copy is the same llama-bench process under another name: refused by its content, as a
+    // regular file (cp) and as a shell's <(cat FILE).
+    let copy = tmp.path().join("copy.json");
+    std::fs::copy(&a, &copy).unwrap();
+    capshim()
+        .args([
+            "report",
+            &format!(
+                "--arm=stock={},{},{}",
+                a.display(),
+                b.display(),
+                copy.display()
+            ),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "{} holds the same results as {} (a copy of it)",
+            copy.display(),
+            a.display()
+        )))
+        .stderr(predicate::str::contains("count its samples twice"));
+    let piped = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} report --arm=stock={},<(cat {})",
+            assert_cmd::cargo::cargo_bin("capshim").display(),
+            a.display(),
+            a.display()
+        ))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&piped.stderr);
+    assert_eq!(piped.status.code(), Some(2), "{said}");
+    assert!(said.contains("(a copy of it)"), "{said}");
+    // Two --arm of one name: a usage error, as in bench (it was 1, from the analysis).
+    capshim()
+        .args([
+            "report",
+            &format!("--arm=stock={}", a.display()),
+            &format!("--arm=stock={}", b.display()),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the arm name \"stock\" is given twice",
+        ));
     for (files, twice) in [
         (format!("{},{}", a.display(), a.display()), "a.json"),
         (

@@ -45,6 +45,11 @@ if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then
 else
   shim=0
 fi
+# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place.
+if [ -n "$FAKE_SWAP" ]; then
+  cp "$FAKE_SWAP" "$FAKE_SWAP.new" && printf X | dd of="$FAKE_SWAP.new" bs=1 count=1 conv=notrunc 2>/dev/null
+  touch -r "$FAKE_SWAP" "$FAKE_SWAP.new" && mv "$FAKE_SWAP.new" "$FAKE_SWAP"
+fi
 if [ -n "$FAKE_FAIL_SHIM" ] && [ "$shim" = "$FAKE_FAIL_SHIM" ]; then
   echo "error: failed to load the model (shim=$shim)" >&2; exit 1
 fi
@@ -73,9 +78,11 @@ case "$FAKE_PPL" in
     while :; do sleep 0.05; done ;;
 esac
 if [ $kl = 0 ]; then
+  # FAKE_BASE=short: the base cut short, as by a full disk; FAKE_FILL=DIR fills DIR first.
+  [ -n "$FAKE_FILL" ] && cat /dev/zero > "$FAKE_FILL/filler" 2>/dev/null
   # ctx 8, vocabulary 2, 1 chunk: 88 bytes.
   printf '_logits_\010\000\000\000\002\000\000\000\001\000\000\000' > "$base"
-  head -c 68 /dev/zero >> "$base"
+  [ "$FAKE_BASE" = short ] || head -c 68 /dev/zero >> "$base"
   echo "perplexity: calculating perplexity over 4 chunks, n_ctx=512, batch_size=2048, n_seq=4" >&2
   echo "perplexity: 1.00 seconds per pass - ETA Final estimate: PPL = 10.0000 +/- 0.10000" >&2
   exit 0
@@ -198,6 +205,9 @@ impl Setup {
             "FAKE_GREEDY",
             "FAKE_COMPLETION",
             "FAKE_FAIL_SHIM",
+            "FAKE_SWAP",
+            "FAKE_BASE",
+            "FAKE_FILL",
         ] {
             cmd.env_remove(var);
         }
@@ -686,6 +696,35 @@ fn usage_errors_exit_2_before_anything_runs() {
         ),
         (&["--", "-c", "256"][..], "\"-c\" after `--` is refused"),
         (
+            &[
+                "--arm",
+                "cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0",
+                "--",
+                "-ngl",
+                "99",
+            ][..],
+            "the llama.cpp option \"-ngl\" after `--` overrides LLAMA_ARG_N_GPU_LAYERS that arm cpu sets",
+        ),
+        (
+            &[
+                "--arm",
+                "cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0",
+                "--",
+                "--gpu-layers=99",
+            ][..],
+            "option \"--gpu-layers=99\" after `--` overrides LLAMA_ARG_N_GPU_LAYERS that arm cpu",
+        ),
+        (
+            &[
+                "--arm",
+                "g=apple9-64k,LLAMA_ARG_N_GPU_LAYERS=9",
+                "--",
+                "--n-gpu-layers",
+                "1",
+            ][..],
+            "arm g sets",
+        ),
+        (
             &["--base", "x.kld", "--save-base", "y.kld"][..],
             "cannot be used with",
         ),
@@ -983,4 +1022,152 @@ fn truncated_tool_output_is_a_failed_run() {
         "{}",
         v["arms"]["stock"]
     );
+}
+
+/// verify keeps the user's other preloaded libraries in every arm, as bench and `run` do: the
+/// stock arm gets them alone, an arm with the shim gets them with the shim (it dropped them all
+/// before, from the names of the variables alone).
+#[cfg(target_os = "linux")]
+#[test]
+fn verify_keeps_the_users_other_preloaded_libraries() {
+    let s = setup();
+    let src = s.tmp.path().join("other.c");
+    std::fs::write(&src, "int capshim_test_other;\n").unwrap();
+    let other = s.tmp.path().join("libother.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&other)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = s.tmp.path().join("out");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("LD_PRELOAD", &other)
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    let other = other.display().to_string();
+    let shim = s.shim.display().to_string();
+    let steps = env["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    for step in steps {
+        let preload = step["env"]["set"]["LD_PRELOAD"].as_str().unwrap_or("");
+        // Where the shim goes among them is the platform's rule (launch::environment).
+        let mut libraries: Vec<&str> = preload.split(':').collect();
+        libraries.sort();
+        let mut expected: Vec<&str> = if step["arm"] == "stock" {
+            vec![&other]
+        } else {
+            vec![&shim, &other]
+        };
+        expected.sort();
+        assert_eq!(libraries, expected, "{step}");
+    }
+}
+
+/// An input that is there but is not a text says so: `/dev/null` is a device, an empty file is
+/// empty; only a missing one "does not exist" (they all said that before).
+#[test]
+fn a_text_that_is_a_device_or_empty_is_named_as_such() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    let empty = s.tmp.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let missing = s.tmp.path().join("missing.txt");
+    for (text, says) in [
+        (
+            Path::new("/dev/null"),
+            "text /dev/null is not a regular file (it is a device); give a plain-text file with --text".to_string(),
+        ),
+        (s.tmp.path(), format!("text {} is not a regular file (it is a directory)", s.tmp.path().display())),
+        (&empty, format!("text {} is empty", empty.display())),
+        (&missing, format!("text {} does not exist", missing.display())),
+    ] {
+        s.verify(&out)
+            .arg("--text")
+            .arg(text)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says));
+    }
+    assert!(!out.exists());
+}
+
+/// A model or text swapped during the steps for another file of the same size and modification
+/// time is named after the last step, and the bundle is not sealed: its recorded SHA-256 would
+/// not be of the file every step used (verify did not check the files after its steps at all).
+#[test]
+fn a_model_or_text_swapped_during_the_steps_is_named_and_the_bundle_left_unsealed() {
+    let s = setup();
+    let text = s.tmp.path().join("text.txt");
+    std::fs::write(
+        &text,
+        "some words to read, enough of them for the fake tools\n",
+    )
+    .unwrap();
+    for (name, swapped) in [("model", &s.model), ("text", &text)] {
+        let out = s.tmp.path().join(name);
+        s.verify(&out)
+            .arg("--text")
+            .arg(&text)
+            .env("FAKE_HOOK", "1")
+            .env("FAKE_SWAP", swapped)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "{} changed while capshim used it: it is another file now",
+                swapped.canonicalize().unwrap().display()
+            )));
+        assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    }
+}
+
+/// The reference's base is checked when it is written: one cut short is the reference step's
+/// failure, not the next arm's ("failed reading log-probs for chunk 0" blamed arm `again`).
+#[test]
+fn a_base_cut_short_is_the_reference_steps_failure() {
+    let s = setup();
+    let out = s.tmp.path().join("short");
+    let assert = s
+        .verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("FAKE_BASE", "short")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "llama-perplexity failed in arm stock (the base it saved, ",
+        ))
+        .stderr(predicate::str::contains(
+            "has 20 of the 88 bytes its header needs: it was cut short",
+        ));
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(!stderr.contains("in arm apple9-64k"), "{stderr}");
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+}
+
+/// A full TMPDIR while the reference writes the base: "no space left on device" with the
+/// base's path, blamed on the reference's step. The file system is a small tmpfs really filled
+/// (ENOSPC), which needs root to mount; elsewhere the test says it did not run.
+#[test]
+fn a_full_tmpdir_under_the_base_is_named_as_a_full_disk() {
+    let s = setup();
+    let Some(small) = common::SmallFs::mount(s.tmp.path(), 1024) else {
+        return;
+    };
+    let out = s.tmp.path().join("full");
+    s.verify(&out)
+        .env("FAKE_HOOK", "1")
+        .env("TMPDIR", &small.path)
+        .env("FAKE_FILL", &small.path)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "llama-perplexity failed in arm stock (no space left on device: {}/capshim-verify-",
+            small.path.display()
+        )))
+        .stderr(predicate::str::contains("base.kld may be cut short"));
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
 }

@@ -82,19 +82,6 @@ impl Arm {
         change.set.extend(self.env.iter().cloned());
         change
     }
-
-    /// As [`Arm::env_change_from`], from the names of capshim's variables alone: with no value
-    /// known, an inherited injection variable is dropped whole, the user's other libraries with
-    /// it. (verify's call, until it passes the values.)
-    pub fn env_change(
-        &self,
-        dylib: Option<&Path>,
-        status_file: &Path,
-        inherited: impl Iterator<Item = String>,
-    ) -> EnvChange {
-        let parent = inherited.map(|name| (OsString::from(name), OsString::new()));
-        self.env_change_from(dylib, status_file, parent)
-    }
 }
 
 /// Why the arms cannot be built.
@@ -393,10 +380,11 @@ mod tests {
         let a = arms(&["again=stock", "nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1"]).unwrap();
         assert_eq!(a[1].profile, None);
         assert_eq!(a[1].role, Role::Other);
-        let change = a[2].env_change(
+        let change = a[2].env_change_from(
             Some(Path::new("/x/libcapshim.so")),
             Path::new("/b/s.jsonl"),
-            ["CAPSHIM_LOG".to_string(), "PATH".to_string()].into_iter(),
+            [("CAPSHIM_LOG", "activation"), ("PATH", "/bin")]
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
         );
         assert_eq!(
             change.set.last().unwrap(),

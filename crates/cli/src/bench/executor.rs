@@ -9,7 +9,7 @@ use super::plan::{ArmPlan, Plan};
 use crate::experiment::error::NotActivated;
 use crate::experiment::record::Process;
 use crate::experiment::tool::{Failure, ToolRun, what_to_check};
-use crate::experiment::{Context, ExperimentError, io};
+use crate::experiment::{Context, ExperimentError, io, space};
 use crate::launch::status::StatusEvent;
 use crate::llama::{Activation, closing, read_bench_file};
 
@@ -65,6 +65,8 @@ pub fn run_one(
     } else {
         Some(finished.status.to_string())
     };
+    // Output cut short by a full disk is not a tool that printed nothing: say which.
+    let failed = failed.map(|reason| space::cut_short_by_full_disk(&json_path).unwrap_or(reason));
     if let Some(reason) = failed {
         cx.failed(Failure {
             tool: "llama-bench",

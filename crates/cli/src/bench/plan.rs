@@ -44,6 +44,17 @@ pub enum PlanError {
         /// What makes it a sweep.
         why: String,
     },
+    /// `-t 0`: llama-bench passes zero threads to ggml, which aborts.
+    #[error(
+        "the llama-bench option {option} after `--` asks for zero threads: llama-bench passes the \
+         number to ggml as it is (unlike llama.cpp's other tools, where 0 means every core), and \
+         ggml aborts on it (GGML_ASSERT n_threads > 0), often printing nothing; give at least 1 \
+         (e.g. `-- -t 8`), or leave -t out for llama-bench's default, this machine's cores"
+    )]
+    ZeroThreads {
+        /// The option and its value as given.
+        option: String,
+    },
 }
 
 /// What llama-bench is asked for, as tests: `-p`, `-n`, `-pg` at every `-d` depth.
@@ -198,7 +209,30 @@ const SWEEP_OPTIONS: &[&[&str]] = &[
     &["-rpc", "--rpc"],
 ];
 
-/// Refuses a setting swept with a comma list or by repeating its option.
+/// The sweep options whose integer values llama-bench also reads as ranges: `first-last`,
+/// `first-last+step`, `first-last*mult` (its `--help`: "Ranges can be given as ...").
+const RANGE_OPTIONS: &[&str] = &[
+    "-t",
+    "--threads",
+    "-ngl",
+    "--n-gpu-layers",
+    "-b",
+    "--batch-size",
+    "-ub",
+    "--ubatch-size",
+    "-ncmoe",
+    "--n-cpu-moe",
+];
+
+/// Whether an option's value is written as a range: a number, then `-` (a leading `-` is a
+/// negative number, such as `-ngl -1`).
+fn is_range(value: &str) -> bool {
+    value
+        .split_once('-')
+        .is_some_and(|(first, _)| !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Refuses a setting swept with a comma list, a range or by repeating its option.
 fn check_sweeps(extra: &[String]) -> Result<(), PlanError> {
     let mut seen: Vec<(&[&str], String)> = Vec::new();
     for (i, arg) in extra.iter().enumerate() {
@@ -218,6 +252,12 @@ fn check_sweeps(extra: &[String]) -> Result<(), PlanError> {
             return Err(PlanError::Sweep {
                 option: shown,
                 why: format!("{v:?} is a comma list"),
+            });
+        }
+        if let Some(v) = value.filter(|v| RANGE_OPTIONS.contains(&flag) && is_range(v)) {
+            return Err(PlanError::Sweep {
+                option: shown,
+                why: format!("{v:?} is a range, first-last[+step|*mult]"),
             });
         }
         if let Some((_, first)) = seen.iter().find(|(n, _)| n == names) {
@@ -259,7 +299,23 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), PlanError> {
             }
         }
     }
-    check_sweeps(extra)
+    check_sweeps(extra)?;
+    for (i, arg) in extra.iter().enumerate() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (arg.as_str(), extra.get(i + 1).map(String::as_str)),
+        };
+        if ["-t", "--threads"].contains(&flag) && value.is_some_and(|v| v.parse() == Ok(0u64)) {
+            return Err(PlanError::ZeroThreads {
+                option: if arg.contains('=') {
+                    arg.clone()
+                } else {
+                    format!("{arg} {}", value.unwrap_or_default())
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One arm to run: the arm syntax `bench` shares with `verify`.
@@ -422,11 +478,27 @@ mod tests {
             (args(&["-fa", "0,1"]), "-fa 0,1"),
             (args(&["-t", "1", "--threads", "2"]), "first as -t 1"),
             (args(&["-ctk", "f16", "-ctk", "q8_0"]), "given twice"),
+            (
+                args(&["-ngl", "0-99+99"]),
+                "-ngl 0-99+99 after `--` sweeps a setting (\"0-99+99\" is a range",
+            ),
+            (args(&["--threads=1-4*2"]), "\"1-4*2\" is a range"),
+            (args(&["-b", "512-1024"]), "\"512-1024\" is a range"),
         ] {
             let err = check_extra_args(&bad).unwrap_err().to_string();
             assert!(err.contains(expected), "{bad:?}: {err}");
             assert!(err.contains("one value per option after `--`"), "{err}");
         }
-        check_extra_args(&args(&["-t", "8", "-ngl", "99", "-pg", "512,128"])).unwrap();
+        for zero in [&["-t", "0"][..], &["--threads=0"], &["-t", "00"]] {
+            let err = check_extra_args(&args(zero)).unwrap_err().to_string();
+            assert!(
+                err.contains("asks for zero threads") && err.contains("give at least 1"),
+                "{err}"
+            );
+        }
+        check_extra_args(&args(&[
+            "-t", "8", "-ngl", "-1", "-pg", "512,128", "-dev", "Metal-0",
+        ]))
+        .unwrap();
     }
 }

@@ -1,7 +1,12 @@
 //! The files a run used, identified before its first process: path, size, modification time
 //! and SHA-256 ([`FileId`], as `environment.json` records them), hashed with a progress bar
 //! and stoppable by a signal; after the last process, [`Stamp::check`] finds a file that was
-//! replaced or changed meanwhile from its size and modification time.
+//! replaced or changed meanwhile from its identity: device and inode (another file moved into
+//! its place), size, modification time and status-change time (ctime), to the nanosecond. The
+//! ctime is what catches a file written in place and its modification time set back (`touch
+//! -r`): the kernel sets it on every write and metadata change, and no user can set it back.
+//! Checking the identity costs one `stat`, where hashing a model again would cost as long as
+//! the first hash.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -29,7 +34,7 @@ pub struct FileId {
     pub modified_utc: Option<String>,
 }
 
-/// A file's size and modification time when it was hashed.
+/// A file's identity when it was hashed: where it is stored, its size and its times.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stamp {
     /// The file.
@@ -38,6 +43,10 @@ pub struct Stamp {
     pub bytes: u64,
     /// Modification time.
     pub modified: Option<SystemTime>,
+    /// Device and inode: which file the path names.
+    pub device_inode: (u64, u64),
+    /// Status-change time (ctime), seconds and nanoseconds since the epoch.
+    pub changed: (i64, i64),
 }
 
 /// Why a file could not be identified.
@@ -87,21 +96,31 @@ impl Stamp {
             path: path.to_path_buf(),
             source,
         })?;
+        use std::os::unix::fs::MetadataExt;
         Ok(Stamp {
             path: path.to_path_buf(),
             bytes: meta.len(),
             modified: meta.modified().ok(),
+            device_inode: (meta.dev(), meta.ino()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
         })
     }
 
-    /// Checks that the file still has the size and modification time it had when hashed.
+    /// Checks that the path still names the same file (device and inode), with the size,
+    /// modification time and status-change time it had when hashed.
     ///
     /// # Errors
     /// [`IdentifyError::Changed`] saying what changed; [`IdentifyError::Io`] when it is gone
     /// or unreadable.
     pub fn check(&self) -> Result<(), IdentifyError> {
         let now = Stamp::of(&self.path)?;
-        let what = if now.bytes != self.bytes {
+        let what = if now.device_inode != self.device_inode {
+            format!(
+                "it is another file now (device {} inode {}, was device {} inode {}): one was \
+                 moved or copied into its place",
+                now.device_inode.0, now.device_inode.1, self.device_inode.0, self.device_inode.1
+            )
+        } else if now.bytes != self.bytes {
             format!("its size went from {} to {} bytes", self.bytes, now.bytes)
         } else if now.modified != self.modified {
             let show = |t: Option<SystemTime>| {
@@ -112,6 +131,18 @@ impl Stamp {
                 "its modification time went from {} to {}",
                 show(self.modified),
                 show(now.modified)
+            )
+        } else if now.changed != self.changed {
+            let show = |(s, ns): (i64, i64)| {
+                u64::try_from(s)
+                    .map_or_else(|_| format!("{s}s"), |s| format!("{}+{ns}ns", time::iso(s)))
+            };
+            format!(
+                "its status-change time (ctime) went from {} to {}, with its size and \
+                 modification time unchanged: it was written in place (or its permissions or \
+                 owner changed) and its modification time set back",
+                show(self.changed),
+                show(now.changed)
             )
         } else {
             return Ok(());
@@ -239,5 +270,65 @@ mod tests {
         );
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(stamp.check(), Err(IdentifyError::Io { .. })));
+    }
+
+    /// Sets `path`'s access and modification times to `other`'s, to the nanosecond, as
+    /// `touch -r` does.
+    fn same_times(path: &Path, other: &std::fs::Metadata) {
+        let times = std::fs::FileTimes::new()
+            .set_accessed(other.accessed().unwrap())
+            .set_modified(other.modified().unwrap());
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_times(times)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_file_swapped_with_the_same_size_and_modification_time_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("m.gguf");
+        std::fs::write(&path, "abc").unwrap();
+        let (_, stamp) = identify(&path, "model", &|| None).unwrap();
+        // Another file of the same size and times moved into its place.
+        let other = tmp.path().join("other.gguf");
+        std::fs::write(&other, "xyz").unwrap();
+        same_times(&other, &std::fs::metadata(&path).unwrap());
+        std::fs::rename(&other, &path).unwrap();
+        let now = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (now.len(), now.modified().ok()),
+            (stamp.bytes, stamp.modified)
+        );
+        let err = stamp.check().unwrap_err().to_string();
+        assert!(
+            err.contains("m.gguf changed while capshim used it: it is another file now"),
+            "{err}"
+        );
+
+        // The same file written in place, its modification time set back.
+        let (_, stamp) = identify(&path, "model", &|| None).unwrap();
+        let before = std::fs::metadata(&path).unwrap();
+        // The kernel's ctime clock ticks coarsely: wait until a file written now gets another.
+        use std::os::unix::fs::MetadataExt;
+        let ctime = |m: &std::fs::Metadata| (m.ctime(), m.ctime_nsec());
+        let probe = tmp.path().join("probe");
+        loop {
+            std::fs::write(&probe, "").unwrap();
+            if ctime(&std::fs::metadata(&probe).unwrap()) != ctime(&before) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::fs::write(&path, "xyw").unwrap();
+        same_times(&path, &before);
+        let err = stamp.check().unwrap_err().to_string();
+        assert!(
+            err.contains("its status-change time (ctime) went from")
+                && err.contains("written in place"),
+            "{err}"
+        );
     }
 }

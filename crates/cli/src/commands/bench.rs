@@ -58,8 +58,9 @@ bring it within. More rounds narrow the interval; more -r barely does. docs/benc
 remedy to try when the report warns of carry-over.
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
-a progress bar for a large model; Ctrl-C stops it) and their size and modification time noted;
-after the last run they must be unchanged, or the bench stops naming the file. A --baseline that
+a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
+size, modification and status-change times); after the last run they must be unchanged, or the
+bench stops naming the file. A --baseline that
 shares no test with -p/-n/-d is refused before the first run; tests it lacks are named.
 
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
@@ -83,8 +84,9 @@ Exit codes:
        changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
-  2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or duplicate arm label, an unknown profile
-       name, a refused llama-bench option after `--`, a --baseline without a test of -p/-n)
+  2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
+       duplicate arm label, an unknown profile name, a refused llama-bench option after `--`: a
+       sweep (comma list, range, repeated option) or -t 0; a --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:

@@ -163,19 +163,41 @@ impl ExperimentArgs {
     }
 }
 
-/// An input file named on the command line, which must exist and be a regular file: its
-/// absolute path, or an error naming `what` and the `fix`.
+/// An input file named on the command line, which must exist, be a regular file and hold
+/// something: its absolute path, or an error naming `what`, what is wrong and the `fix`.
 ///
 /// # Errors
-/// When it does not exist, is not a file, or cannot be resolved.
+/// When it does not exist, cannot be read, is not a regular file (a directory, a device such
+/// as `/dev/null`, a FIFO), is empty, or cannot be resolved.
 pub fn existing_file(path: &Path, what: &str, fix: &str) -> anyhow::Result<PathBuf> {
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        bail!(
-            "{what} {} does not exist or is not a file; {fix}",
-            path.display()
-        );
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{what} {shown} does not exist; {fix}")
+        }
+        Err(e) => bail!("{what} {shown} cannot be read ({e}); {fix}"),
+    };
+    let kind = meta.file_type();
+    let not_regular = if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_fifo() {
+        Some("a FIFO or pipe")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    };
+    if let Some(it_is) = not_regular {
+        bail!("{what} {shown} is not a regular file (it is {it_is}); {fix}");
     }
-    std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {}", path.display()))
+    if meta.len() == 0 {
+        bail!("{what} {shown} is empty; {fix}");
+    }
+    std::fs::canonicalize(path).with_context(|| format!("cannot resolve {what} {shown}"))
 }
 
 /// The exit of a run that sealed its bundle and still failed (`--keep-going`): says `why`.

@@ -54,10 +54,11 @@ Exit codes:
   0    every compared arm is equivalent (or only the reference ran, with --save-base)
   5    at least one arm is different
   1    error (a tool missing, failing or printing no result, the text too short, the reference's
-       shim inactive, bundle exists, a --sign key that cannot sign here, signing failed: the
-       bundle is then sealed, unsigned), or an arm was not run (its shim did not activate; with
+       shim inactive, bundle exists, a --sign key that cannot sign here, the model, text or base
+       changed during the steps, signing failed: the bundle is then sealed, unsigned), or an arm was not run (its shim did not activate; with
        --keep-going, a step of it failed, or the reference failed and nothing was compared)
-  2    bad command line (also: bad or duplicate arm labels, --reference naming no arm)
+  2    bad command line (also: bad or duplicate arm labels, --reference naming no arm, -ngl after
+       `--` with an arm that sets LLAMA_ARG_N_GPU_LAYERS)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -191,6 +192,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         args.save_base.is_none(),
         &[("base", "it names a saved base as the reference")],
     )?;
+    plan::check_gpu_layers(&args.extra, &arms).map_err(usage)?;
     let reference = match (&args.base, &args.reference) {
         (Some(path), _) => {
             let path = existing_file(

@@ -129,8 +129,10 @@ pub enum ExperimentError {
 /// A tool that failed, as the error that stops the experiment says it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{tool} failed in {what} ({reason}); its stderr ({stderr}) ends with:\n  {tail}\n\
-     fix the cause above ({fix}) and rerun"
+    "{tool} failed in {what} ({reason}); its stderr ({stderr}) {}\n\
+     fix the cause {} ({fix}) and rerun",
+    if tail.is_empty() { "is empty: it printed nothing before it ended".to_string() } else { format!("ends with:\n  {tail}") },
+    if tail.is_empty() { "of that exit" } else { "above" }
 )]
 pub struct ToolFailed {
     /// The tool.
@@ -141,7 +143,7 @@ pub struct ToolFailed {
     pub reason: String,
     /// Its stderr file.
     pub stderr: PathBuf,
-    /// The last lines of its stderr.
+    /// The last lines of its stderr that hold something; empty when it holds nothing.
     pub tail: String,
     /// What to check.
     pub fix: &'static str,

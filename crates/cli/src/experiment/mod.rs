@@ -15,6 +15,7 @@
 //!   `environment.json`, `SHA256SUMS`), the sealed bundle presented, and a kind's manifest read
 //!   back for `report`.
 //! - [`incomplete`]: the note a stopped experiment leaves instead of a seal.
+//! - [`space`]: a full file system told apart from a tool that printed nothing.
 //! - [`error`]: [`ExperimentError`], why an experiment stopped.
 
 pub mod error;
@@ -23,6 +24,7 @@ pub mod machine;
 pub mod record;
 pub mod rounds;
 pub mod seal;
+pub mod space;
 pub mod tool;
 
 #[cfg(test)]
@@ -224,8 +226,19 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
             return err.unkept();
         }
         let footer = e.on_stop();
-        let noted =
-            incomplete::write(&dir, &words, e.derived(), &cx.progress, &err, footer).is_ok();
+        let note = dir.join(bundle::INCOMPLETE_FILE);
+        let noted = match incomplete::write(&dir, &words, e.derived(), &cx.progress, &err, footer) {
+            Ok(()) => true,
+            Err(e) => {
+                // The error below points to the note: say it is not there (or cut short).
+                crate::term::warning(format!(
+                    "cannot write the note {} ({e}); the bundle is unfinished all the same: it \
+                     has no SHA256SUMS, so `capshim report` refuses it",
+                    note.display()
+                ));
+                false
+            }
+        };
         ExperimentError::Stopped {
             command: words.command,
             dir: dir.clone(),

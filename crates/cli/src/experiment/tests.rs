@@ -169,3 +169,34 @@ fn a_cooldown_separates_every_process_from_the_next() {
         assert!(gap >= cooldown, "{gap:?} between two processes");
     }
 }
+
+#[test]
+fn a_failed_tool_whose_stderr_holds_nothing_is_said_to_have_printed_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stderr = tmp.path().join("x.stderr");
+    let failure = |text: &str| {
+        std::fs::write(&stderr, text).unwrap();
+        Failure {
+            tool: "llama-bench",
+            arm: "stock".to_string(),
+            what: "arm stock round 1".to_string(),
+            reason: "signal: 6 (SIGABRT)".to_string(),
+            stderr: stderr.clone(),
+        }
+        .into_error("the fix")
+        .to_string()
+    };
+    for blank in ["", "\n\n", "  \n\t\n"] {
+        let text = failure(blank);
+        assert!(
+            text.contains("x.stderr) is empty: it printed nothing before it ended\nfix the cause of that exit (the fix)"),
+            "{text}"
+        );
+        assert!(!text.contains("ends with"), "{text}");
+    }
+    let text = failure("GGML_ASSERT(n > 0) failed\n\n   \n");
+    assert!(
+        text.contains("ends with:\n  GGML_ASSERT(n > 0) failed\nfix the cause above"),
+        "{text}"
+    );
+}

@@ -97,18 +97,20 @@ impl Failure {
     }
 }
 
-/// The last 8 lines of the stderr file `path`, indented, or `(nothing)`.
+/// The last 8 lines of the stderr file `path` that hold something, indented; empty when it
+/// holds nothing but white space (or cannot be read).
 pub fn stderr_tail(path: &Path) -> String {
     let stderr = std::fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+    let tail: Vec<&str> = stderr
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(8)
+        .collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    if tail.is_empty() {
-        "(nothing)".to_string()
-    } else {
-        tail.join("\n  ")
-    }
+    tail.join("\n  ")
 }
 
 /// What to check when the shim did not activate in a run that injected `dylib`

@@ -144,6 +144,41 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// llama.cpp's options for the layers offloaded to the GPU; its common tools read the same
+/// setting from [`GPU_LAYERS_VAR`], and an option given on the command line overrides it.
+pub const GPU_LAYERS_ARGS: [&str; 3] = ["-ngl", "--n-gpu-layers", "--gpu-layers"];
+
+/// The variable llama.cpp's common tools read for the layers offloaded to the GPU.
+pub const GPU_LAYERS_VAR: &str = "LLAMA_ARG_N_GPU_LAYERS";
+
+/// Checks that no arm sets [`GPU_LAYERS_VAR`] while the extra arguments after `--` give one of
+/// [`GPU_LAYERS_ARGS`]: the argument would override the arm's variable in every arm, so an arm
+/// meant to run on the CPU (`cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0`) would not.
+///
+/// # Errors
+/// A message naming the option and the arm.
+pub fn check_gpu_layers(extra: &[String], arms: &[Arm]) -> Result<(), String> {
+    let Some(option) = extra.iter().find(|arg| {
+        let flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
+        GPU_LAYERS_ARGS.contains(&flag)
+    }) else {
+        return Ok(());
+    };
+    match arms
+        .iter()
+        .find(|arm| arm.env.iter().any(|(name, _)| name == GPU_LAYERS_VAR))
+    {
+        Some(arm) => Err(format!(
+            "the llama.cpp option {option:?} after `--` overrides {GPU_LAYERS_VAR} that arm {} \
+             sets (llama.cpp reads the command line over the variable, in every arm): drop \
+             {option:?} and set {GPU_LAYERS_VAR} in each arm instead, e.g. --arm \
+             gpu=stock,{GPU_LAYERS_VAR}=99",
+            arm.name
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Where the text comes from.
 #[derive(Clone, Debug)]
 pub enum Text {
@@ -323,6 +358,26 @@ mod tests {
             "on".into(),
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn gpu_layers_after_the_dashes_are_refused_only_with_an_arm_setting_the_variable() {
+        let extra = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut cpu = Arm::stock();
+        cpu.name = "cpu".to_string();
+        cpu.env = vec![(GPU_LAYERS_VAR.to_string(), "0".to_string())];
+        let plain = [Arm::stock()];
+        let with_cpu = [Arm::stock(), cpu];
+        assert!(check_gpu_layers(&extra(&["-ngl", "99"]), &plain).is_ok());
+        assert!(check_gpu_layers(&extra(&["-t", "2"]), &with_cpu).is_ok());
+        for flag in [
+            &["-ngl", "99"][..],
+            &["--n-gpu-layers=99"],
+            &["--gpu-layers", "1"],
+        ] {
+            let e = check_gpu_layers(&extra(flag), &with_cpu).unwrap_err();
+            assert!(e.contains(flag[0]) && e.contains("arm cpu sets"), "{e}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! failure or a signal leaves the bundle unsealed with an INCOMPLETE note (and removes a
 //! half-written base).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::derive::{StepResult, read_step};
@@ -14,7 +15,7 @@ use super::seal::{Outcome, Prepared, seal, write_sidecar};
 use crate::bundle::RAW_DIR;
 use crate::experiment::record::Process;
 use crate::experiment::tool::{Failure, ToolRun, what_to_check};
-use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io};
+use crate::experiment::{self, Context, Experiment, ExperimentError, Words, io, space};
 use crate::llama::closing;
 
 /// How verify speaks of itself.
@@ -128,9 +129,9 @@ fn run_in(
     let order = plan.order();
     cx.progress.total = (order.len() * steps.len()) as u64;
     let mut records: Vec<StepRecord> = Vec::new();
-    let inherited: Vec<String> = std::env::vars_os()
-        .map(|(k, _)| k.to_string_lossy().into_owned())
-        .collect();
+    // capshim's own environment, names and values: an arm keeps the user's other injected
+    // libraries, as bench's arms and `run` do (Arm::env_change_from).
+    let parent: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     for &index in &order {
         let arm = &plan.arms[index];
         let is_reference = matches!(plan.reference, Reference::Arm(i) if i == index);
@@ -158,10 +159,10 @@ fn run_in(
             if let Some(p) = &status_path {
                 std::fs::write(p, "").map_err(io("cannot create", p))?;
             }
-            let env = arm.env_change(
+            let env = arm.env_change_from(
                 plan.dylib.as_deref(),
                 status_path.as_deref().unwrap_or(Path::new("")),
-                inherited.iter().cloned(),
+                parent.iter().cloned(),
             );
             let (tool, args) = match step {
                 Step::Perplexity => {
@@ -211,8 +212,11 @@ fn run_in(
                 let marm = manifest.arms.last_mut().expect("pushed above");
                 marm.steps.push(files.clone());
                 let marm = manifest.arms.last().expect("pushed above");
+                let saved_base = (step == Step::Perplexity && is_reference).then_some(&base_path);
                 outcome = match read_step(&dir, &manifest, marm, &files) {
-                    Ok(r) => complete(plan, step, is_reference, &stdout, &stderr).map(|()| r),
+                    Ok(r) => complete(plan, step, is_reference, &stdout, &stderr)
+                        .and_then(|()| saved_base.map_or(Ok(()), |base| base_complete(base)))
+                        .map(|()| r),
                     Err(_) if !finished.status.success() => Err(format!(
                         "{}, and its output gives no result",
                         finished.status
@@ -223,6 +227,16 @@ fn run_in(
                     manifest.arms.last_mut().expect("pushed above").steps.pop();
                 }
             }
+            // Output cut short by a full disk is not a tool that printed nothing: say which.
+            let outcome = outcome.map_err(|reason| {
+                space::cut_short_by_full_disk(&stdout)
+                    .or_else(|| {
+                        (step == Step::Perplexity && is_reference)
+                            .then(|| space::cut_short_by_full_disk(&base_path))
+                            .flatten()
+                    })
+                    .unwrap_or(reason)
+            });
             let result = match outcome {
                 Ok(result) => result,
                 Err(reason) => {
@@ -292,7 +306,34 @@ fn run_in(
     }
     cx.check_signals()?;
     drop(work);
+    // The results are of the files hashed before the first step only if none changed since.
+    for stamp in &prepared.stamps {
+        stamp.check()?;
+    }
     seal(plan, prepared, &dir, cx.started, &manifest, &records)
+}
+
+/// Whether the base the reference arm's llama-perplexity wrote is whole: its header read and its
+/// size what the header needs ([`base::read_header`]). llama-perplexity does not check its
+/// writes, so a base cut short (a full disk) would otherwise be found only by the next arm,
+/// which would then be blamed.
+fn base_complete(base: &Path) -> Result<(), String> {
+    use super::base::BaseError;
+    let shown = base.display();
+    super::base::read_header(base).map(drop).map_err(|e| match e {
+        BaseError::WrongSize {
+            actual, expected, ..
+        } => format!(
+            "the base it saved, {shown}, has {actual} of the {expected} bytes its header needs: \
+             it was cut short"
+        ),
+        BaseError::NotABase { .. } => format!(
+            "the base it saved, {shown}, is not whole: {} bytes, without llama-perplexity's \
+             whole `_logits_` header",
+            std::fs::metadata(base).map_or(0, |m| m.len())
+        ),
+        other => format!("the base it saved cannot be checked: {other}"),
+    })
 }
 
 /// Whether a step's tool ran to its end, from its closing lines ([`closing`]): the reason

@@ -16,7 +16,7 @@ use super::plan::{BUILTIN_TEXT, Plan, Reference, Text};
 use super::record::{Environment, Files, StepRecord};
 use super::render;
 use super::summary::Summary;
-use crate::bundle::identity::{FileId, file_id, identify};
+use crate::bundle::identity::{FileId, Stamp, file_id, identify};
 use crate::bundle::{self, RAW_DIR, time};
 use crate::experiment::machine;
 use crate::experiment::record::Header;
@@ -51,6 +51,10 @@ pub struct Prepared {
     pub base: Option<FileId>,
     /// What weakens a comparison with that base.
     pub base_warnings: Vec<String>,
+    /// The identities of the model, the text and the base when hashed, checked again after
+    /// the last step ([`Stamp::check`]): the bundle records their SHA-256 only if every step
+    /// used the files hashed.
+    pub stamps: Vec<Stamp>,
 }
 
 fn file_name(path: &str) -> String {
@@ -66,9 +70,14 @@ impl Prepared {
     /// # Errors
     /// When a file cannot be read, or a signal stopped the hashing.
     pub fn new(plan: &Plan, stop: &dyn Fn() -> Option<i32>) -> Result<Prepared, ExperimentError> {
-        let (model, _) = identify(&plan.model, "model", stop)?;
+        let (model, model_stamp) = identify(&plan.model, "model", stop)?;
+        let mut stamps = vec![model_stamp];
         let text = match &plan.text {
-            Text::File(path) => file_id(path)?,
+            Text::File(path) => {
+                let (id, stamp) = identify(path, "text", stop)?;
+                stamps.push(stamp);
+                id
+            }
             Text::Builtin => FileId {
                 path: "built-in".to_string(),
                 bytes: BUILTIN_TEXT.len() as u64,
@@ -84,9 +93,11 @@ impl Prepared {
             text,
             base: None,
             base_warnings: Vec::new(),
+            stamps,
         };
         if let Reference::Base { path, sidecar, .. } = &plan.reference {
-            let (id, _) = identify(path, "base", stop)?;
+            let (id, stamp) = identify(path, "base", stop)?;
+            prepared.stamps.push(stamp);
             let warnings = &mut prepared.base_warnings;
             match sidecar {
                 None => warnings.push(format!(

@@ -262,6 +262,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$FAKE_TOUCH" ] && echo touched >> "$FAKE_TOUCH"
+# FAKE_FILL=DIR: fill DIR's file system first, as a full disk.
+[ -n "$FAKE_FILL" ] && cat /dev/zero > "$FAKE_FILL/filler" 2>/dev/null
+# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place.
+if [ -n "$FAKE_SWAP" ]; then
+  cp "$FAKE_SWAP" "$FAKE_SWAP.new" && printf X | dd of="$FAKE_SWAP.new" bs=1 count=1 conv=notrunc 2>/dev/null
+  touch -r "$FAKE_SWAP" "$FAKE_SWAP.new" && mv "$FAKE_SWAP.new" "$FAKE_SWAP"
+fi
 model_filename="$MODEL"
 [ "$FAKE_GARBLE" = 1 ] && model_filename='/models/mod\ufffff\ufffffle.gguf'
 if [ "$FAKE_FAIL" = 1 ]; then echo "error: failed to load model 'x.gguf'" >&2; exit 1; fi
@@ -350,4 +357,41 @@ pub fn fake_model(dir: &Path) -> PathBuf {
     let path = dir.join("fake.gguf");
     std::fs::write(&path, b"GGUF fake model").unwrap();
     path
+}
+
+/// A small tmpfs mounted at a new folder in `dir` (unmounted when dropped): a file system that
+/// really fills up, so a write to it fails with ENOSPC as on a full disk. Mounting needs root
+/// (CAP_SYS_ADMIN), as the test machines here run; elsewhere `None`, and the test says it did
+/// not run.
+pub struct SmallFs {
+    /// Where it is mounted.
+    pub path: PathBuf,
+}
+
+impl SmallFs {
+    /// Mounts a tmpfs of `kib` KiB, or `None` (with a note on stderr) when mounting is not
+    /// permitted here.
+    pub fn mount(dir: &Path, kib: u32) -> Option<SmallFs> {
+        let path = dir.join("small-fs");
+        std::fs::create_dir(&path).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&path)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("NOT RUN: cannot mount a tmpfs here (needs root) to fill a file system");
+            return None;
+        }
+        Some(SmallFs { path })
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
 }

@@ -6,11 +6,13 @@
 pub mod open;
 pub mod partial;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Args;
+use sha2::{Digest, Sha256};
 
 use self::open::{Opened, Signers, open};
 use super::{UsageError, out};
@@ -111,8 +113,9 @@ Exit codes:
   0  the report was printed
   1  error (unreadable input, with the OS error; non-llama-bench input; models disagree within an
      arm; ssh-keygen missing for --allowed-signers ...)
-  2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file twice in one
-     --arm, the same bundle twice, --stock/--host naming no arm or both naming one)
+  2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file or a copy of it
+     twice in one --arm, one arm name given twice, the same bundle twice, --stock/--host naming
+     no arm or both naming one)
   3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
      added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
      unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
@@ -295,7 +298,19 @@ fn arm_inputs(
         sequences.push(bundle::load::read_runs(dir, prefix.as_deref())?);
     }
     for (name, paths) in files {
-        let mut runs = Vec::new();
+        // One name, one arm: a second --arm of the name would be refused by the analysis after
+        // every file was read (exit 1); it is the command line's mistake (exit 2, as in bench).
+        if arms.iter().any(|a: &ArmInput| a.name == name) {
+            usage!(
+                "the arm name {name:?} is given twice (by two --arm, or by an --arm and a \
+                 bundle's arm): give each arm once, with all its files (--arm {name}=A.json,B.json)"
+            );
+        }
+        let mut runs: Vec<RunInput> = Vec::new();
+        // The content of each file read, by digest: a copy of a file (cp, or <(cat FILE)) is
+        // the same llama-bench process under another name, and pooling it would count its
+        // samples twice. The digest is of what was parsed, so a <(...) pipe is read once.
+        let mut seen: HashMap<[u8; 32], PathBuf> = HashMap::new();
         for (i, path) in paths.into_iter().enumerate() {
             if path.is_dir() {
                 bail!(
@@ -304,9 +319,21 @@ fn arm_inputs(
                     path.display()
                 );
             }
+            let rows = read_bench_file(&path)?;
+            let digest: [u8; 32] = Sha256::digest(format!("{rows:?}")).into();
+            if let Some(first) = seen.get(&digest) {
+                usage!(
+                    "--arm {name}: {} holds the same results as {} (a copy of it): each file is \
+                     one llama-bench process, and pooling it twice would count its samples \
+                     twice; give each file once",
+                    path.display(),
+                    first.display()
+                );
+            }
+            seen.insert(digest, path.clone());
             runs.push(RunInput {
                 round: i as u32 + 1,
-                rows: read_bench_file(&path)?,
+                rows,
                 path,
             });
         }
