@@ -138,7 +138,7 @@ fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, Experime
             plan,
             arm,
             slot.round,
-            &args,
+            &plan.llama_args_for(arm),
             &dir_abs,
             (&json_rel, &stderr_rel, status_rel.as_deref()),
             cx,

@@ -191,6 +191,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         args.save_base.is_none(),
         &[("base", "it names a saved base as the reference")],
     )?;
+    plan::check_arm_args(&arms, &args.extra).map_err(|e| usage(e.to_string()))?;
     let reference = match (&args.base, &args.reference) {
         (Some(path), _) => {
             let path = existing_file(
