@@ -1437,6 +1437,12 @@ fn an_arms_bench_args_and_profile_file_settings_reach_its_llama_bench_only() {
         serde_json::json!(["-fa", "on"])
     );
     assert_eq!(env["arms"][2]["env"]["GGML_METAL_NO_RESIDENCY"], "1");
+    // The manifest keeps each arm's bench-args, so that report words a setting they change.
+    assert_eq!(
+        env["bundle"]["arms"][1]["args"],
+        serde_json::json!(["-fa", "1", "-ot", "a=CPU,b=CPU"])
+    );
+    assert!(env["bundle"]["arms"][0].get("args").is_none());
     let runs = env["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
     for run in runs {

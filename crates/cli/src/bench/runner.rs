@@ -115,6 +115,7 @@ fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, Experime
                 .to_string(),
                 profile: Some(a.profile_name.clone()),
                 shim: a.profile.is_some(),
+                args: a.args.bench.clone(),
                 runs: Vec::new(),
             })
             .collect(),
