@@ -1027,6 +1027,14 @@ fn an_arms_common_args_reach_its_common_tools_only() {
         }
     }
     assert_eq!(common, 2, "llama-perplexity and llama-completion");
+    // Shown with the arm in the derived files, which report derives again.
+    assert_eq!(
+        summary(&out)["arms"]["fa"]["args"],
+        serde_json::json!(["-fa", "on"])
+    );
+    assert!(summary(&out)["arms"]["stock"].get("args").is_none());
+    assert!(read(&out.join("report.md")).contains("common-args: -fa on"));
+    capshim().arg("report").arg(&out).assert().success();
     s.verify(&s.tmp.path().join("never"))
         .args(["--arm", "x=apple9-64k,common-args=-c 64"])
         .assert()

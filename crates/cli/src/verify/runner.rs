@@ -139,6 +139,7 @@ fn run_in(
             profile: arm.profile_name.clone(),
             shim: arm.profile.is_some(),
             env: arm.env.clone(),
+            args: arm.args.common.clone(),
             steps: Vec::new(),
         });
         for &step in &steps {
