@@ -327,7 +327,7 @@ pub fn check_args(
     let flags: Vec<String> = settings::options(args).map(str::to_string).collect();
     for (i, flag) in flags.iter().enumerate() {
         if let Some((_, first)) =
-            settings::repeated(std::slice::from_ref(flag), &flags[..i].to_vec(), aliases)
+            settings::repeated(std::slice::from_ref(flag), &flags[..i], aliases)
         {
             return Err(problem(format!(
                 "its {item} give {flag} twice (first as {first}; a profile file's [args] count \
