@@ -1609,3 +1609,84 @@ fn a_full_disk_is_named_and_a_note_that_cannot_be_written_is_said_so() {
     );
     assert!(!stderr.contains("with an INCOMPLETE note"), "{stderr}");
 }
+
+#[test]
+fn an_arms_bench_args_and_profile_file_settings_reach_its_llama_bench_only() {
+    let s = setup();
+    let file = s.tmp.path().join("fa.toml");
+    std::fs::write(
+        &file,
+        "name = \"fa-file\"\napple_family_max = 1009\n[env]\nGGML_METAL_NO_RESIDENCY = \"1\"\n\
+         [args]\nbench = \"-ub 256\"\ncommon = \"-fa on\"\n",
+    )
+    .unwrap();
+    let out = s.tmp.path().join("args");
+    s.bench(&out)
+        .args([
+            "--allow-inactive",
+            "--arm",
+            "fa1=stock,bench-args=-fa 1 -ot 'a=CPU,b=CPU'",
+        ])
+        .arg("--arm")
+        .arg(format!("pf=file={},bench-args=-fa 0", file.display()))
+        .args(["--", "-t", "2"])
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(
+        env["arms"][1]["args"]["bench"],
+        serde_json::json!(["-fa", "1", "-ot", "a=CPU,b=CPU"])
+    );
+    assert_eq!(
+        env["arms"][2]["args"]["bench"],
+        serde_json::json!(["-ub", "256", "-fa", "0"])
+    );
+    assert_eq!(
+        env["arms"][2]["args"]["common"],
+        serde_json::json!(["-fa", "on"])
+    );
+    assert_eq!(env["arms"][2]["env"]["GGML_METAL_NO_RESIDENCY"], "1");
+    // The manifest keeps each arm's bench-args, so that report words a setting they change.
+    assert_eq!(
+        env["bundle"]["arms"][1]["args"],
+        serde_json::json!(["-fa", "1", "-ot", "a=CPU,b=CPU"])
+    );
+    assert!(env["bundle"]["arms"][0].get("args").is_none());
+    let runs = env["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    for run in runs {
+        let argv: Vec<&str> = run["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let tail: &[&str] = match run["arm"].as_str().unwrap() {
+            "stock" => &["-t", "2"],
+            "fa1" => &["-t", "2", "-fa", "1", "-ot", "a=CPU,b=CPU"],
+            _ => &["-t", "2", "-ub", "256", "-fa", "0"],
+        };
+        assert!(argv.ends_with(tail), "{argv:?}");
+        let residency = &run["env"]["set"]["GGML_METAL_NO_RESIDENCY"];
+        assert_eq!(residency.is_string(), run["arm"] == "pf", "{run}");
+    }
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // An arm may not repeat what every arm gets, nor change what is measured.
+    for (arm, says) in [
+        (
+            "x=stock,bench-args=--threads 4",
+            "option --threads repeats -t",
+        ),
+        ("x=stock,bench-args=-p 8", "\"-p\" is refused"),
+        ("x=stock,bench-args=-d 512", "-d is refused"),
+    ] {
+        s.bench(&s.tmp.path().join("never"))
+            .args(["--arm", arm, "--", "-t", "2"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("capshim: error: arm \"x\": "))
+            .stderr(predicate::str::contains(says));
+    }
+    assert!(!s.tmp.path().join("never").exists());
+}

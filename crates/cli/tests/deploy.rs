@@ -335,3 +335,38 @@ fn agent_install_off_macos_says_nothing_will_start_it() {
         .success()
         .stderr(predicate::str::contains("nothing will start this agent").not());
 }
+
+/// A profile file's `[env]` goes into the agent's environment, as `run` sets it.
+#[test]
+fn agent_sets_a_profile_files_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tuned.toml");
+    std::fs::write(
+        &file,
+        "apple_family_max = 1009\n[env]\nGGML_METAL_NO_RESIDENCY = \"1\"\n",
+    )
+    .unwrap();
+    let out = capshim()
+        .args([
+            "agent",
+            "--label",
+            "com.example.x",
+            "--dylib",
+            DYLIB,
+            "--profile-file",
+        ])
+        .arg(&file)
+        .args(["--", "/opt/llama/bin/llama-server"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let value = plist::Value::from_reader_xml(out.as_slice()).unwrap();
+    let env = value.as_dictionary().unwrap()["EnvironmentVariables"]
+        .as_dictionary()
+        .unwrap()
+        .clone();
+    assert_eq!(env["GGML_METAL_NO_RESIDENCY"].as_string(), Some("1"));
+    assert_eq!(env["CAPSHIM_APPLE_FAMILY_MAX"].as_string(), Some("1009"));
+}

@@ -423,3 +423,43 @@ fn sigterm_to_capshim_is_passed_on_and_the_summary_still_printed() {
         .code(42)
         .stderr(predicate::str::contains("capshim: not activated"));
 }
+
+/// A profile file's `[env]` reaches the command (after the shim's variables); its `[args]`
+/// are printed as a suggested command line, not added.
+#[test]
+fn a_profile_files_env_is_set_and_its_args_suggested() {
+    let Some((_lib, dir, shim)) = library_and_stand_in_shim() else {
+        return;
+    };
+    let file = dir.path().join("tuned.toml");
+    std::fs::write(
+        &file,
+        "apple_family_max = 1009\n[env]\nGGML_METAL_NO_RESIDENCY = \"1\"\n\
+         [args]\ncommon = \"-fa on -ub 256\"\n",
+    )
+    .unwrap();
+    let assert = capshim()
+        .env("GGML_METAL_NO_RESIDENCY", "0")
+        .args(["run", "--profile-file"])
+        .arg(&file)
+        .arg("--dylib")
+        .arg(&shim)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo \"[$GGML_METAL_NO_RESIDENCY] $#\"",
+            "x",
+        ])
+        .assert()
+        .success()
+        .stdout("[1] 0\n");
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(
+        stderr.contains(
+            "capshim: note: the profile suggests `sh -c echo \"[$GGML_METAL_NO_RESIDENCY] $#\" x \
+             -fa on -ub 256` (for llama.cpp's common tools)"
+        ),
+        "{stderr}"
+    );
+}

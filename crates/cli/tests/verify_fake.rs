@@ -1171,3 +1171,62 @@ fn a_full_tmpdir_under_the_base_is_named_as_a_full_disk() {
         .stderr(predicate::str::contains("base.kld may be cut short"));
     assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
 }
+
+/// An arm's `common-args` reach its llama-perplexity and llama-completion, not
+/// test-backend-ops nor any other arm; its `bench-args` are llama-bench's and reach none.
+#[test]
+fn an_arms_common_args_reach_its_common_tools_only() {
+    let s = setup();
+    let out = s.tmp.path().join("args");
+    s.verify(&out)
+        .args([
+            "--allow-inactive",
+            "--arm",
+            "fa=apple9-64k,common-args=-fa on,bench-args=-fa 1",
+            "--",
+            "-t",
+            "2",
+        ])
+        .assert()
+        .success();
+    let env: serde_json::Value =
+        serde_json::from_str(&read(&out.join("environment.json"))).unwrap();
+    assert_eq!(
+        env["arms"][1]["args"]["common"],
+        serde_json::json!(["-fa", "on"])
+    );
+    let steps = env["steps"].as_array().unwrap();
+    let mut common = 0;
+    for step in steps {
+        let argv: Vec<&str> = step["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let has = argv.windows(2).any(|w| w == ["-fa", "on"]);
+        let is_common = step["step"] != "kernels";
+        assert_eq!(has, step["arm"] == "fa" && is_common, "{argv:?}");
+        assert!(!argv.windows(2).any(|w| w == ["-fa", "1"]), "{argv:?}");
+        if has {
+            common += 1;
+            assert!(argv.ends_with(&["-t", "2", "-fa", "on"]), "{argv:?}");
+        }
+    }
+    assert_eq!(common, 2, "llama-perplexity and llama-completion");
+    // Shown with the arm in the derived files, which report derives again.
+    assert_eq!(
+        summary(&out)["arms"]["fa"]["args"],
+        serde_json::json!(["-fa", "on"])
+    );
+    assert!(summary(&out)["arms"]["stock"].get("args").is_none());
+    assert!(read(&out.join("report.md")).contains("common-args: -fa on"));
+    capshim().arg("report").arg(&out).assert().success();
+    s.verify(&s.tmp.path().join("never"))
+        .args(["--arm", "x=apple9-64k,common-args=-c 64"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "arm \"x\": common-args: the llama.cpp option \"-c\" is refused",
+        ));
+}

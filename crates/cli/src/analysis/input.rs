@@ -46,6 +46,9 @@ pub struct ArmInput {
     pub reference_for_all: bool,
     /// Its llama-bench outputs.
     pub runs: Vec<RunInput>,
+    /// Its own llama-bench arguments (a bench arm's `bench-args`): settings that differ from
+    /// another arm's because of them were asked for.
+    pub args: Vec<String>,
     /// What ggml-metal reported in each run, when stderr was captured (bench bundles).
     pub metal: Vec<(u32, MetalReport)>,
     /// What the shim reported, when the run was launched by `capshim bench`.

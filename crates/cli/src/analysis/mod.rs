@@ -220,7 +220,7 @@ fn one_setting_per_test(
     order: &[&ArmInput],
     warnings: &mut Vec<String>,
 ) -> Result<(), AnalyzeError> {
-    let mut arm_settings: Vec<(&str, TestKey, &BenchRow)> = Vec::new();
+    let mut arm_settings: Vec<(&ArmInput, TestKey, &BenchRow)> = Vec::new();
     for arm in order {
         let mut firsts: Vec<(&BenchRow, &PathBuf)> = Vec::new();
         for run in &arm.runs {
@@ -244,16 +244,17 @@ fn one_setting_per_test(
                 }
             }
         }
-        arm_settings.extend(firsts.iter().map(|(r, _)| (arm.name.as_str(), r.key, *r)));
+        arm_settings.extend(firsts.iter().map(|(r, _)| (*arm, r.key, *r)));
     }
     for (i, (arm, key, row)) in arm_settings.iter().enumerate() {
         if let Some((first_arm, _, first)) = arm_settings[..i].iter().find(|(_, k, _)| k == key) {
             if let Some((field, a, b)) = settings_difference(first, row) {
                 warnings.push(warnings::settings_differ(
                     *key,
-                    first_arm,
-                    arm,
+                    &first_arm.name,
+                    &arm.name,
                     (&field, &a, &b),
+                    !(first_arm.args.is_empty() && arm.args.is_empty()),
                 ));
             }
         }

@@ -134,7 +134,32 @@ fn rows_of_one_test_with_different_settings_are_not_pooled() {
     assert!(
         s.warnings.iter().any(|w| w.contains("test pp512")
             && w.contains("n_gpu_layers = 0")
-            && w.contains("n_gpu_layers = 99")),
+            && w.contains("n_gpu_layers = 99")
+            && w.contains("rerun them with the same llama-bench options")),
+        "{:?}",
+        s.warnings
+    );
+    // Asked for by an arm's own bench-args: said so, with no advice to undo it.
+    let mut fa = arm(
+        "fa1",
+        Role::Other,
+        vec![vec![with(row("m", 512, 0, &[2.0]), "flash_attn", "true")]],
+    );
+    fa.args = vec!["-fa".into(), "1".into()];
+    let s = analyze(&[
+        arm(
+            "stock",
+            Role::Stock,
+            vec![vec![with(row("m", 512, 0, &[1.0]), "flash_attn", "false")]],
+        ),
+        fa,
+    ])
+    .unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("flash_attn = true, as their bench-args ask")
+                && !w.contains("rerun")),
         "{:?}",
         s.warnings
     );
@@ -155,6 +180,7 @@ pub(crate) fn arm(name: &str, role: Role, runs: Vec<Vec<BenchRow>>) -> ArmInput 
                 rows,
             })
             .collect(),
+        args: Vec::new(),
         metal: Vec::new(),
         activation: None,
         randomized: true,

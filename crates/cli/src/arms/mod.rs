@@ -1,8 +1,8 @@
 //! Arms: the configurations `capshim bench` and `capshim verify` compare, one syntax for both.
 //!
 //! An arm is a label plus a profile (a named profile, a profile file or explicit values, as
-//! `capshim run` takes them) plus, optionally, environment variables for llama.cpp in that arm
-//! only. On the command line each is `--arm [LABEL=]ITEM[,ITEM...]` (`--profile` is the same
+//! `capshim run` takes them) plus, optionally, environment variables and tool arguments for
+//! that arm only (a profile file's `[env]` and `[args]` first, then the arm's own items). On the command line each is `--arm [LABEL=]ITEM[,ITEM...]` (`--profile` is the same
 //! option: `--profile again=stock` and `--profile apple9-64k` keep working), for example
 //! `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1`.
 //!
@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::analysis::Role;
 use crate::launch::environment::{EnvChange, arm_env};
 use crate::platform::facts::SystemFacts;
+use crate::profile::settings::{self, ToolArgs};
 use crate::profile::{ProfileArgs, ProfileArgsError, Resolved};
 
 pub use spec::Spec;
@@ -50,6 +51,9 @@ pub struct Arm {
     /// Environment variables for this arm's processes, on top of the shim's (a JSON object).
     #[serde(serialize_with = "crate::launch::environment::pairs_as_object")]
     pub env: Vec<(String, String)>,
+    /// Tool arguments for this arm's processes, per tool they are written for (each tool gets
+    /// only its own).
+    pub args: ToolArgs,
     /// Where the profile's values come from, in words.
     pub provenance: String,
 }
@@ -63,6 +67,7 @@ impl Arm {
             profile: None,
             role: Role::Stock,
             env: Vec::new(),
+            args: ToolArgs::default(),
             provenance: "no shim: the device's own answers".to_string(),
         }
     }
@@ -149,6 +154,14 @@ pub enum ArmError {
         /// The arm's label.
         label: String,
         /// What is wrong with the brand.
+        problem: String,
+    },
+    /// The arm's tool arguments are refused.
+    #[error("arm {label:?}: {problem}")]
+    Args {
+        /// The arm's label.
+        label: String,
+        /// What is refused and why, with the fix.
         problem: String,
     },
     /// The profile cannot be resolved.
@@ -251,16 +264,65 @@ pub fn resolve(
                 resolution.notes.push(line.clone());
             }
         }
+        // A profile file's settings first; the arm's own items after them (a variable of
+        // both takes the arm's value).
+        let mut env = resolved.env;
+        for (name, value) in &spec.env {
+            env.retain(|(n, _)| n != name);
+            env.push((name.clone(), value.clone()));
+        }
+        let mut args = resolved.args;
+        args.extend(&spec.args);
         resolution.arms.push(Arm {
             name: spec.label.clone(),
             profile_name: resolved.name,
             profile: resolved.profile,
             role: Role::Other,
-            env: spec.env.clone(),
+            env,
+            args,
             provenance: resolved.provenance,
         });
     }
     Ok(resolution)
+}
+
+/// Checks one arm's arguments for a tool, `args`, against the arguments every arm gets,
+/// `shared` (those after `--`): an option in both, or twice in `args`, is refused (`aliases`
+/// are groups of names of one option); then `refuse` (the tool's own list of options capshim
+/// sets itself or that change what is measured) names a refused one.
+///
+/// # Errors
+/// [`ArmError::Args`] naming the arm, the option and the fix.
+pub fn check_args(
+    arm: &Arm,
+    item: &str,
+    args: &[String],
+    shared: &[String],
+    aliases: &[&[&str]],
+    refuse: impl Fn(&[String]) -> Result<(), String>,
+) -> Result<(), ArmError> {
+    let problem = |problem: String| ArmError::Args {
+        label: arm.name.clone(),
+        problem,
+    };
+    if let Some((flag, given)) = settings::repeated(args, shared, aliases) {
+        return Err(problem(format!(
+            "its {item} option {flag} repeats {given}, given to every arm after `--`; give it in \
+             one place: after `--` for every arm, or in each arm's {item}"
+        )));
+    }
+    let flags: Vec<String> = settings::options(args).map(str::to_string).collect();
+    for (i, flag) in flags.iter().enumerate() {
+        if let Some((_, first)) =
+            settings::repeated(std::slice::from_ref(flag), &flags[..i], aliases)
+        {
+            return Err(problem(format!(
+                "its {item} give {flag} twice (first as {first}; a profile file's [args] count \
+                 too); give it once"
+            )));
+        }
+    }
+    refuse(args).map_err(|e| problem(format!("{item}: {e}")))
 }
 
 /// The arms, and the lines to say about how their profiles were chosen.

@@ -4,21 +4,27 @@
 //! An item is a named profile (`apple9-64k`), a profile file (`file=m1.toml`), a profile
 //! value (`family-max=1007`, `threadgroup-memory=32768`, `working-set=BYTES`, as `capshim
 //! run` takes them), or an environment variable for llama.cpp in this arm only
-//! (`GGML_METAL_BF16_DISABLE=1`: a name in capitals, digits and `_`). A value without `=` is a
-//! profile name that labels its own arm (`--profile apple9-64k`).
+//! (`GGML_METAL_BF16_DISABLE=1`: a name in capitals, digits and `_`), or tool arguments for
+//! this arm only, per tool they are written for: `bench-args=` (llama-bench), `common-args=`
+//! (llama.cpp's common tools: verify's llama-perplexity and llama-completion), e.g.
+//! `fa1=native,bench-args=-fa 1 -ub 256,common-args=-fa on -ub 256`. An arguments item's value
+//! is split into words as [`crate::profile::settings`] describes (a shell's quoting, no
+//! expansions); a comma inside quotes does not end it. A value without `=` is a profile name
+//! that labels its own arm (`--profile apple9-64k`).
 
 use std::path::PathBuf;
 
+use capshim_profile::named;
 use capshim_profile::number::parse_u64;
-use capshim_profile::{env, named};
 
 use super::ArmError;
+use crate::profile::settings::{self, ToolArgs, is_env_name};
 
 /// The item keys that set the profile, as `capshim run` names its options.
 pub const PROFILE_KEYS: [&str; 4] = ["file", "family-max", "threadgroup-memory", "working-set"];
 
-/// The variables the loader injects libraries from; an arm's shim sets them, never its items.
-const INJECTION_VARS: [&str; 2] = ["DYLD_INSERT_LIBRARIES", "LD_PRELOAD"];
+/// The item keys that give tool arguments, with the [`ToolArgs`] slot each fills.
+pub const ARGS_KEYS: [(&str, &str); 2] = [("bench-args", "bench"), ("common-args", "common")];
 
 /// One arm as given, before its profile is resolved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,16 +45,51 @@ pub struct Spec {
     pub working_set: Option<u64>,
     /// Environment variables for this arm's llama.cpp processes, in the order given.
     pub env: Vec<(String, String)>,
+    /// Tool arguments for this arm's processes, per tool.
+    pub args: ToolArgs,
 }
 
-/// Whether `name` is written like an environment variable: capitals, digits and `_`, not
-/// starting with a digit.
-fn is_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+/// Splits the items at commas; an arguments item ([`ARGS_KEYS`]) ends only at a comma outside
+/// quotes, so that its words may hold commas.
+fn split_items(items: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = items;
+    loop {
+        let quoted = ARGS_KEYS
+            .iter()
+            .any(|(k, _)| rest.strip_prefix(k).is_some_and(|r| r.starts_with('=')));
+        let end = if quoted {
+            let (mut quote, mut escaped) = (None, false);
+            rest.char_indices()
+                .find(|&(_, c)| {
+                    if escaped {
+                        escaped = false;
+                        return false;
+                    }
+                    match (quote, c) {
+                        (Some('"'), '\\') | (None, '\\') => escaped = true,
+                        (Some(q), c) if c == q => quote = None,
+                        (None, '\'' | '"') => quote = Some(c),
+                        (None, ',') => return true,
+                        _ => {}
+                    }
+                    false
+                })
+                .map(|(i, _)| i)
+        } else {
+            rest.find(',')
+        };
+        match end {
+            Some(i) => {
+                out.push(&rest[..i]);
+                rest = &rest[i + 1..];
+            }
+            None => {
+                out.push(rest);
+                return out;
+            }
+        }
+    }
 }
 
 /// Whether `label` can name an arm (it names raw files): 1 to 64 ASCII letters, digits, `.`,
@@ -76,7 +117,10 @@ pub fn parse(text: &str) -> Result<Spec, ArmError> {
         None if text == named::HOST_ALIAS => (named::NATIVE, text),
         None => (text, text),
         Some((label, items)) => {
-            if PROFILE_KEYS.contains(&label) || is_env_name(label) {
+            if PROFILE_KEYS.contains(&label)
+                || ARGS_KEYS.iter().any(|(k, _)| *k == label)
+                || is_env_name(label)
+            {
                 return Err(syntax(format!(
                     "{label:?} is an item, not a label; put a label first, e.g. `arm1={text}`"
                 )));
@@ -101,7 +145,7 @@ pub fn parse(text: &str) -> Result<Spec, ArmError> {
         label: label.to_string(),
         ..Spec::default()
     };
-    for item in items.split(',') {
+    for item in split_items(items) {
         let Some((key, value)) = item.split_once('=') else {
             if item.is_empty() {
                 return Err(syntax(
@@ -139,8 +183,23 @@ pub fn parse(text: &str) -> Result<Spec, ArmError> {
                 .replace(number("bytes")?)
                 .map(|_| ()),
             "working-set" => spec.working_set.replace(number("bytes")?).map(|_| ()),
+            key if ARGS_KEYS.iter().any(|(k, _)| *k == key) => {
+                let tool = ARGS_KEYS.iter().find(|(k, _)| *k == key).map(|(_, t)| *t);
+                let words =
+                    settings::split_words(value).map_err(|e| syntax(format!("{key}: {e}")))?;
+                if words.is_empty() {
+                    return Err(syntax(format!("{key}= needs the tool's arguments")));
+                }
+                let slot = spec.args.slot(tool.unwrap_or_default()).expect("a tool");
+                if slot.is_empty() {
+                    *slot = words;
+                    None
+                } else {
+                    Some(())
+                }
+            }
             name if is_env_name(name) => {
-                if env::is_capshim_var(name.as_bytes()) || INJECTION_VARS.contains(&name) {
+                if settings::reserved_var(name).is_some() {
                     return Err(syntax(format!(
                         "{name} is set by capshim from the arm's profile; use the profile items \
                          ({}) instead",
@@ -156,9 +215,10 @@ pub fn parse(text: &str) -> Result<Spec, ArmError> {
             }
             other => {
                 return Err(syntax(format!(
-                    "{other:?} is not an item: use a profile name, {}=..., or an environment \
-                     variable in capitals such as GGML_METAL_BF16_DISABLE=1",
-                    PROFILE_KEYS.join("=..., ")
+                    "{other:?} is not an item: use a profile name, {}=..., {}=..., or an \
+                     environment variable in capitals such as GGML_METAL_BF16_DISABLE=1",
+                    PROFILE_KEYS.join("=..., "),
+                    ARGS_KEYS.map(|(k, _)| k).join("=..., ")
                 )));
             }
         };
@@ -218,6 +278,23 @@ mod tests {
     }
 
     #[test]
+    fn argument_items_go_to_their_tool_and_may_hold_quoted_commas() {
+        let s = parse("fa1=native,bench-args=-fa 1 -ub 256,common-args=-fa on,GGML_X=1").unwrap();
+        assert_eq!(s.name.as_deref(), Some("native"));
+        assert_eq!(s.args.bench, ["-fa", "1", "-ub", "256"]);
+        assert_eq!(s.args.common, ["-fa", "on"]);
+        assert_eq!(s.env, vec![("GGML_X".to_string(), "1".to_string())]);
+        let s = parse("ot=apple9-64k,bench-args=-ot 'a=CPU,b=CPU' -t 2,GGML_Y=2").unwrap();
+        assert_eq!(s.args.bench, ["-ot", "a=CPU,b=CPU", "-t", "2"]);
+        assert_eq!(s.env, vec![("GGML_Y".to_string(), "2".to_string())]);
+        let s = parse(r#"c=stock,common-args=--name "x, y""#).unwrap();
+        assert_eq!(s.args.common, ["--name", "x, y"]);
+        // Quotes in other items are kept as written, as before.
+        let s = parse("q=stock,GGML_Z='a").unwrap();
+        assert_eq!(s.env[0].1, "'a");
+    }
+
+    #[test]
     fn malformed_arms_say_what_to_write() {
         for (text, says) in [
             (
@@ -239,6 +316,13 @@ mod tests {
             ("a=LD_PRELOAD=/x.so", "set by capshim"),
             ("a=Threads=2", "is not an item"),
             ("a=file=", "needs the profile file's path"),
+            ("a=bench-args=", "needs the tool's arguments"),
+            ("a=bench-args=-ot 'x", "left open"),
+            (
+                "a=bench-args=-t 1,bench-args=-t 2",
+                "bench-args is given twice",
+            ),
+            ("bench-args=-t 1", "is an item, not a label"),
         ] {
             let e = err(text);
             assert!(e.contains(says), "{text}: {e}");

@@ -321,6 +321,46 @@ pub fn check_extra_args(extra: &[String]) -> Result<(), PlanError> {
 /// One arm to run: the arm syntax `bench` shares with `verify`.
 pub use crate::arms::Arm as ArmPlan;
 
+/// llama-bench options that shape the tests measured; an arm's `bench-args` may not hold them
+/// (after `--` they apply to every arm alike).
+const TEST_SHAPING: [&str; 3] = ["-d", "--n-depth", "-pg"];
+
+/// Checks every arm's `bench-args`: no option capshim refuses after `--`, none that shapes the
+/// tests (`-d`, `-pg`), no sweep, and none that repeats an option given after `--` (`extra`).
+///
+/// # Errors
+/// [`crate::arms::ArmError::Args`] naming the arm and the option.
+pub fn check_arm_args(arms: &[ArmPlan], extra: &[String]) -> Result<(), crate::arms::ArmError> {
+    for arm in arms {
+        crate::arms::check_args(
+            arm,
+            "bench-args",
+            &arm.args.bench,
+            extra,
+            SWEEP_OPTIONS,
+            |args| {
+                if let Some(flag) =
+                    crate::profile::settings::options(args).find(|f| TEST_SHAPING.contains(f))
+                {
+                    return Err(format!(
+                        "{flag} is refused: it changes the tests measured, which every arm \
+                         shares; give it after `--`"
+                    ));
+                }
+                check_extra_args(args).map_err(|e| match e {
+                    PlanError::RefusedArg { arg, why } => format!("{arg:?} is refused: {why}"),
+                    PlanError::Sweep { option, why } => format!(
+                        "{option} sweeps a setting ({why}); give one value per arm, one arm \
+                         per value"
+                    ),
+                    other => other.to_string(),
+                })
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// Everything a bench run needs, validated.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -377,6 +417,13 @@ impl Plan {
         args.extend(self.extra.iter().cloned());
         args
     }
+
+    /// llama-bench's arguments for `arm`: [`Plan::llama_args`], then the arm's `bench-args`.
+    pub fn llama_args_for(&self, arm: &ArmPlan) -> Vec<String> {
+        let mut args = self.llama_args();
+        args.extend(arm.args.bench.iter().cloned());
+        args
+    }
 }
 
 #[cfg(test)]
@@ -418,6 +465,81 @@ mod tests {
             "exps=CPU".into(),
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn an_arms_bench_args_may_not_change_what_is_measured_or_repeat_the_shared_ones() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let arm = |bench: &[&str]| {
+            let mut a = ArmPlan::stock();
+            a.name = "fa1".into();
+            a.args.bench = v(bench);
+            vec![ArmPlan::stock(), a]
+        };
+        check_arm_args(&arm(&["-fa", "1", "-ub", "256"]), &v(&["-t", "2"])).unwrap();
+        for (bench, extra, says) in [
+            (
+                &["-p", "64"][..],
+                &[][..],
+                "\"-p\" is refused: use capshim's -p",
+            ),
+            (&["-n", "8"], &[], "\"-n\" is refused"),
+            (&["-r", "1"], &[], "\"-r\" is refused"),
+            (&["-m", "x.gguf"], &[], "\"-m\" is refused"),
+            (&["-ojson"], &[], "\"-ojson\" is refused"),
+            (
+                &["-d", "512"],
+                &[],
+                "-d is refused: it changes the tests measured",
+            ),
+            (&["-pg", "8,4"], &[], "-pg is refused"),
+            (&["-fa", "0,1"], &[], "sweeps a setting"),
+            (
+                &["-fa", "1", "--flash-attn", "0"],
+                &[],
+                "give --flash-attn twice (first as -fa",
+            ),
+            (
+                &["-t", "4"],
+                &["-t", "2"],
+                "option -t repeats -t, given to every arm after `--`",
+            ),
+            (
+                &["--threads", "4"],
+                &["-t", "2"],
+                "option --threads repeats -t",
+            ),
+        ] {
+            let err = check_arm_args(&arm(bench), &v(extra))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{bench:?}: {err}");
+            assert!(err.starts_with("arm \"fa1\": "), "{err}");
+        }
+        let plan_args = |arm: &ArmPlan| {
+            let mut plan = Plan {
+                llama_bench: "llama-bench".into(),
+                model: "m.gguf".into(),
+                repetitions: 1,
+                n_prompt: "8".into(),
+                n_gen: "4".into(),
+                n_depth: None,
+                cooldown: std::time::Duration::ZERO,
+                extra: v(&["-t", "2"]),
+                arms: Vec::new(),
+                rounds: 6,
+                dylib: None,
+                allow_inactive: false,
+                keep_going: false,
+                baseline: None,
+                output: None,
+            };
+            plan.arms.push(arm.clone());
+            plan.llama_args_for(arm)
+        };
+        let arms = arm(&["-fa", "1"]);
+        assert!(plan_args(&arms[1]).ends_with(&v(&["-t", "2", "-fa", "1"])));
+        assert!(plan_args(&arms[0]).ends_with(&v(&["json", "-t", "2"])));
     }
 
     #[test]

@@ -119,6 +119,7 @@ fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, Experime
                 .to_string(),
                 profile: Some(a.profile_name.clone()),
                 shim: a.profile.is_some(),
+                args: a.args.bench.clone(),
                 runs: Vec::new(),
             })
             .collect(),
@@ -142,7 +143,7 @@ fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, Experime
             plan,
             arm,
             slot.round,
-            &args,
+            &plan.llama_args_for(arm),
             &dir_abs,
             (&json_rel, &stderr_rel, status_rel.as_deref()),
             cx,

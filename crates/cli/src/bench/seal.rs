@@ -53,6 +53,7 @@ pub fn seal(
             role: "host".into(),
             profile: None,
             shim: false,
+            args: Vec::new(),
             runs: vec![ManifestRun {
                 round: 1,
                 json: rel,

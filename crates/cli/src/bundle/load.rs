@@ -169,6 +169,7 @@ pub fn load_arms(
             group: prefix.map(str::to_string),
             reference_for_all: false,
             runs,
+            args: arm.args.clone(),
             metal,
             activation: Activation::combine(&activations),
             randomized: true,

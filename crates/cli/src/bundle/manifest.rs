@@ -31,6 +31,10 @@ pub struct ManifestArm {
     pub profile: Option<String>,
     /// Whether the shim was injected.
     pub shim: bool,
+    /// The arm's own llama-bench arguments (its `bench-args`), when it has any: a setting that
+    /// differs between arms because of them is asked for, not a mistake.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     /// Its runs.
     pub runs: Vec<ManifestRun>,
 }

@@ -177,6 +177,8 @@ pub fn execute(mut args: AgentArgs) -> anyhow::Result<ExitCode> {
     for (name, value) in settings.shim_vars() {
         environment.push((name.to_string(), utf8("a shim variable", &value)?));
     }
+    // A profile file's [env], for the program as for `run`.
+    environment.extend(resolved.env.iter().cloned());
     environment.push((
         Os::MacOs.injection_var().to_string(),
         utf8(

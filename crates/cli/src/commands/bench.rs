@@ -8,7 +8,7 @@ use clap::Args;
 use super::UsageError;
 use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
-use crate::bench::plan::{Plan, check_baseline, check_extra_args, planned_tests};
+use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
@@ -29,6 +29,12 @@ published experiment's profile, with a note saying why). `LABEL=` names an arm, 
 `--profile again=stock` adds a second stock arm for an A/A check; an arm is a named profile, a
 profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
 `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
+An arm's llama-bench arguments are its `bench-args=` item (and a profile file's [args] bench),
+e.g. `--arm fa1=native,bench-args=-fa 1 -ub 256`: split into words as a shell splits them ('...'
+and \"...\" quote, no expansions; a comma inside quotes stays in the item), added after the
+arguments after `--`, for that arm only. Options capshim sets or refuses after `--`, the
+test-shaping -d and -pg, sweeps, and any option also given after `--` are refused (exit 2).
+`common-args=` (verify's tools, which spell e.g. `-fa on`) is not given to llama-bench.
 Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an
 unlabelled `--profile host` is read as native). Each arm runs llama-bench as a fresh process
 (`-o json`, added by capshim), once per round (default: 12 rounds of -r 3), in an order drawn at
@@ -85,14 +91,16 @@ Exit codes:
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
-       duplicate arm label, an unknown profile name, a refused llama-bench option after `--`: a
-       sweep (comma list, range, repeated option) or -t 0; a --baseline without a test of -p/-n)
+       duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
+       in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
+       --baseline without a test of -p/-n)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
   capshim bench -m model.gguf --baseline host.json --rounds 12 -o evidence-m1-ultra
   capshim bench -m model.gguf --profile again=stock   # A/A check: expect no difference
+  capshim bench -m model.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
   capshim bench -m model.gguf --sign ~/.ssh/id_ed25519 -o evidence-signed
 "
@@ -227,6 +235,16 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         None => tools::find("llama-bench", args.llama_dir.as_deref())?,
     };
     let arms = args.arms.resolve(true, &[])?;
+    check_arm_args(&arms, &args.extra).map_err(|e| UsageError(e.to_string()))?;
+    for arm in &arms {
+        if arm.args.bench.is_empty() && !arm.args.common.is_empty() {
+            crate::term::note(format!(
+                "arm {:?}: its common-args are not llama-bench's; llama-bench \
+                 gets only an arm's bench-args",
+                arm.name
+            ));
+        }
+    }
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
     let dylib = if let Some((path, arches)) = args.arms.shim_library(needs_shim)? {
         // Whether the shim can load into llama-bench (each arm runs it directly, scope

@@ -42,6 +42,10 @@ profile applies. (The shim reads those published names too, each with its own sh
 when set by hand: docs/shim.md lists every variable.) capshim outlives Ctrl-C (the command gets
 it too) and passes SIGTERM and SIGHUP on to the command, so the line is always printed.
 
+A --profile-file's [env] variables are set for the command too (after the shim's). Its [args]
+are not added: capshim cannot know the command's options, so run prints them as a suggested
+command line (`capshim: note: the profile suggests ...`) and runs the command as given.
+
 The shim library is, unless --dylib is given, the first found of: next to the capshim
 executable; ../lib/capshim/ beside it; /usr/local/lib/capshim/; /opt/homebrew/lib/capshim/
 (macOS); ~/.local/lib/capshim/. With System Integrity Protection on, and on Linux, that is
@@ -99,6 +103,35 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+/// The note for a profile file's `[args]`: the command line with them, per tool they are
+/// written for; `None` when it has none.
+fn suggested_args(
+    args: &crate::profile::settings::ToolArgs,
+    command: &[OsString],
+) -> Option<String> {
+    if args.is_empty() {
+        return None;
+    }
+    let line: Vec<String> = command
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let mut parts = Vec::new();
+    for (words, tool) in [
+        (&args.common, "for llama.cpp's common tools"),
+        (&args.bench, "for llama-bench"),
+    ] {
+        if !words.is_empty() {
+            parts.push(format!("`{} {}` ({tool})", line.join(" "), words.join(" ")));
+        }
+    }
+    Some(format!(
+        "the profile suggests {}; its [args] are not added by run, which cannot know the \
+         command's options",
+        parts.join(", or ")
+    ))
 }
 
 fn fail(code: u8, error: impl std::fmt::Display) -> ExitCode {
@@ -177,7 +210,15 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         command,
         Some(status_file.path().to_path_buf()),
     );
-    let env = child_env(std::env::vars_os(), &settings, os);
+    let mut env = child_env(std::env::vars_os(), &settings, os);
+    // The profile file's variables, after the shim's: a workload setting, not capshim's.
+    for (name, value) in &resolved.env {
+        env.retain(|(n, _)| n.as_os_str() != name.as_str());
+        env.push((name.into(), value.into()));
+    }
+    if let Some(line) = suggested_args(&resolved.args, &args.command) {
+        crate::term::note(line);
+    }
 
     // Stay alive to report: survive Ctrl-C (the command gets it too), pass SIGTERM and
     // SIGHUP on to the command.

@@ -22,7 +22,13 @@ pub const EXIT_DIFFERENT: u8 = 5;
 const AFTER_HELP: &str = "\
 Arms: `stock` (no shim) always runs; add arms with --arm / --profile as in `capshim bench`
 (default: native where the host chip is known, else apple9-64k), e.g. `--profile again=stock`
-for an A/A check, or `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1`. Each arm runs, in order:
+for an A/A check, or `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1`. An arm's
+`common-args=` item (and a profile file's [args] common) goes to its llama-perplexity and
+llama-completion after the arguments after `--`, e.g. `--arm fa=native,common-args=-fa on`
+(words split as a shell splits them, no expansions; docs/verify.md); options refused after `--`,
+given twice, or repeating one after `--` are refused (exit 2); `bench-args=` is llama-bench's
+and not given here. A CPU reference: `--arm cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0 --reference cpu`
+(the common tools read LLAMA_ARG_N_GPU_LAYERS as -ngl). Each arm runs, in order:
   1. llama-perplexity on the text (-c tokens per chunk, --chunks chunks): the reference arm saves
      its logits (the base), every other arm is compared with them: mean and 99th-percentile KL
      divergence, top-1 agreement (how often both rank the same next token first), perplexity;
@@ -193,6 +199,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         &[("base", "it names a saved base as the reference")],
     )?;
     plan::check_gpu_layers(&args.extra, &arms).map_err(usage)?;
+    plan::check_arm_args(&arms, &args.extra).map_err(|e| usage(e.to_string()))?;
     let reference = match (&args.base, &args.reference) {
         (Some(path), _) => {
             let path = existing_file(

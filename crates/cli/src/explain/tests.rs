@@ -93,6 +93,8 @@ fn probe_file_with_metal3_warns_about_mlx_residency_sets() {
             chip: None,
             notes: Vec::new(),
             warnings: Vec::new(),
+            env: Vec::new(),
+            args: Default::default(),
         },
         Some(("probe.json", &report)),
     );

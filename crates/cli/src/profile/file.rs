@@ -1,12 +1,17 @@
 //! `--profile-file FILE.toml`: the fields `apple_family_max`, `max_threadgroup_memory` and
 //! `recommended_working_set_size` (each a TOML integer or a string in the shim's number
-//! syntax) and an optional `name`.
+//! syntax), an optional `name`, and the optional settings tables ([`super::settings`]):
+//! `[env]`, variables for the workload (`GGML_METAL_NO_RESIDENCY = "1"`; a string, integer or
+//! boolean, set as written), and `[args]`, tool arguments with one key per tool (`bench`,
+//! `common`), each a string split into words as a shell splits them or an array of
+//! words. Files of the four fields alone read as before; any other field is refused.
 
 use std::path::Path;
 
 use capshim_profile::number::parse_u64;
 use serde::Deserialize;
 
+use super::settings::{self, ToolArgs};
 use super::{Fields, ProfileArgsError};
 
 /// The fields of a `--profile-file` TOML file.
@@ -17,6 +22,23 @@ struct ProfileFile {
     apple_family_max: Option<FileNumber>,
     max_threadgroup_memory: Option<FileNumber>,
     recommended_working_set_size: Option<FileNumber>,
+    #[serde(default)]
+    env: toml::Table,
+    #[serde(default)]
+    args: toml::Table,
+}
+
+/// What a profile file holds.
+#[derive(Debug, Default)]
+pub(super) struct Parsed {
+    /// `name`.
+    pub name: Option<String>,
+    /// The shim's values.
+    pub fields: Fields,
+    /// `[env]`, in the file's order.
+    pub env: Vec<(String, String)>,
+    /// `[args]`.
+    pub args: ToolArgs,
 }
 
 /// A number in a profile file: a TOML integer, or a string in the shim's number syntax.
@@ -49,7 +71,7 @@ impl FileNumber {
 }
 
 /// Parses the text of a `--profile-file`. `path` is only used in messages.
-pub(super) fn parse(path: &Path, text: &str) -> Result<(Option<String>, Fields), ProfileArgsError> {
+pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, ProfileArgsError> {
     let bad = |message: String| ProfileArgsError::BadFile {
         path: path.to_path_buf(),
         message,
@@ -79,7 +101,79 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<(Option<String>, Fields),
     if fields.family_max.is_none() {
         return Err(bad("apple_family_max is missing".to_string()));
     }
-    Ok((file.name, fields))
+    Ok(Parsed {
+        name: file.name,
+        fields,
+        env: read_env(&file.env).map_err(bad)?,
+        args: read_args(&file.args).map_err(bad)?,
+    })
+}
+
+/// The `[env]` table: variable names as [`settings::is_env_name`] has them, none of capshim's.
+fn read_env(table: &toml::Table) -> Result<Vec<(String, String)>, String> {
+    let mut env = Vec::new();
+    for (name, value) in table {
+        if !settings::is_env_name(name) {
+            return Err(format!(
+                "[env] {name:?} is not a variable name: capitals, digits and _, e.g. \
+                 GGML_METAL_NO_RESIDENCY = \"1\""
+            ));
+        }
+        if let Some(why) = settings::reserved_var(name) {
+            return Err(format!("[env] {why}; remove it from [env]"));
+        }
+        let value = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(format!(
+                    "[env] {name} is a {}; give a string, e.g. {name} = \"1\"",
+                    other.type_str()
+                ));
+            }
+        };
+        env.push((name.clone(), value));
+    }
+    Ok(env)
+}
+
+/// The `[args]` table: one key per tool of [`settings::TOOLS`].
+fn read_args(table: &toml::Table) -> Result<ToolArgs, String> {
+    let mut args = ToolArgs::default();
+    let keys = || {
+        settings::TOOLS
+            .iter()
+            .map(|(k, tool)| format!("{k} ({tool})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (key, value) in table {
+        let Some(slot) = args.slot(key) else {
+            return Err(format!(
+                "[args] {key:?} names no tool; use {}, e.g. bench = \"-fa 1\"",
+                keys()
+            ));
+        };
+        *slot = match value {
+            toml::Value::String(s) => {
+                settings::split_words(s).map_err(|e| format!("[args] {key}: {e}"))?
+            }
+            toml::Value::Array(words) => words
+                .iter()
+                .map(|w| w.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("[args] {key}: every word of the array must be a string"))?,
+            other => {
+                return Err(format!(
+                    "[args] {key} is a {}; give a string (\"-fa 1 -ub 256\") or an array of \
+                     strings ([\"-fa\", \"1\"])",
+                    other.type_str()
+                ));
+            }
+        };
+    }
+    Ok(args)
 }
 
 /// Where an error at byte `at` of `text` is, for a reader: `line N` and, on a `key = value`
@@ -113,7 +207,9 @@ mod tests {
     #[test]
     fn profile_files_accept_integers_and_shim_number_strings() {
         let path = Path::new("p.toml");
-        let (name, f) = parse(
+        let Parsed {
+            name, fields: f, ..
+        } = parse(
             path,
             "name = \"m1-64k\"\napple_family_max = 1007\nmax_threadgroup_memory = \"0x10000\"\n",
         )
@@ -138,7 +234,7 @@ mod tests {
             assert!(err.contains(needle), "{text}: {err}");
             assert!(err.contains("p.toml"), "{err}");
         }
-        let (_, f) = parse(path, "apple_family_max = 2002").unwrap();
+        let f = parse(path, "apple_family_max = 2002").unwrap().fields;
         assert!(matches!(validate(f), Err(ProfileArgsError::Refused(_))));
     }
 
@@ -178,6 +274,46 @@ mod tests {
                 "{err}"
             );
             assert!(err.contains("p.toml") && !err.contains("untagged"), "{err}");
+        }
+    }
+
+    #[test]
+    fn env_and_args_tables_are_read_and_old_files_stay_valid() {
+        let path = Path::new("p.toml");
+        let old = parse(path, "apple_family_max = 1007").unwrap();
+        assert!(old.env.is_empty() && old.args.is_empty());
+        let p = parse(
+            path,
+            "apple_family_max = 1007\n[env]\nGGML_METAL_NO_RESIDENCY = \"1\"\nLLAMA_ARG_THREADS = 4\n\
+             [args]\nbench = \"-fa 1 -ub 256\"\ncommon = [\"-fa\", \"on\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            p.env,
+            [
+                ("GGML_METAL_NO_RESIDENCY".to_string(), "1".to_string()),
+                ("LLAMA_ARG_THREADS".to_string(), "4".to_string())
+            ]
+        );
+        assert_eq!(p.args.bench, ["-fa", "1", "-ub", "256"]);
+        assert_eq!(p.args.common, ["-fa", "on"]);
+        assert!(parse(path, "apple_family_max = 1007\n[args]\ncommand = \"-x\"").is_err());
+        for (text, says) in [
+            ("[env]\nCAPSHIM_LOG = \"x\"", "set by capshim"),
+            ("[env]\nggml = \"1\"", "not a variable name"),
+            ("[env]\nX = 1.5", "X is a float"),
+            (
+                "[args]\nllama = \"-fa 1\"",
+                "names no tool; use bench (llama-bench)",
+            ),
+            ("[args]\nbench = \"-ot 'x\"", "left open"),
+            ("[args]\nbench = [1]", "must be a string"),
+            ("[flags]\nx = 1", "unknown field"),
+        ] {
+            let err = parse(path, &format!("apple_family_max = 1007\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
         }
     }
 }

@@ -12,10 +12,13 @@
 //! - [`chip`]: which chip the host is (`--cpu-brand` or `sysctl`).
 //! - [`file`]: reading a `--profile-file` TOML file.
 //! - [`sanity`]: applying the sanity limits to the options as given.
+//! - [`settings`]: what a profile carries besides the shim's values: variables and tool
+//!   arguments (a profile file's `[env]` and `[args]`).
 
 pub mod chip;
 mod file;
 mod sanity;
+pub mod settings;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -46,8 +49,10 @@ pub struct ProfileArgs {
     pub profile: Option<String>,
 
     /// Read the profile from a TOML file with the fields apple_family_max,
-    /// max_threadgroup_memory and recommended_working_set_size (optional: name); a regular
-    /// file or a shell's <(...), never a FIFO or device
+    /// max_threadgroup_memory and recommended_working_set_size (optional: name, an [env]
+    /// table of variables for the workload, an [args] table of tool arguments: bench for
+    /// llama-bench, common for llama.cpp's common tools); a regular file or a shell's <(...),
+    /// never a FIFO or device
     #[arg(long, value_name = "FILE.toml", help_heading = HEADING)]
     pub profile_file: Option<PathBuf>,
 
@@ -93,6 +98,10 @@ pub struct Resolved {
     pub notes: Vec<String>,
     /// One-line warnings for stderr: values that change nothing, or beyond hardware but allowed.
     pub warnings: Vec<String>,
+    /// Variables for the workload, from a profile file's `[env]` (empty otherwise).
+    pub env: Vec<(String, String)>,
+    /// Tool arguments, from a profile file's `[args]` (empty otherwise).
+    pub args: settings::ToolArgs,
 }
 
 /// Why the profile options cannot be resolved.
@@ -183,6 +192,10 @@ struct Base {
     provenance: String,
     /// The `--profile-file` it was read from, for messages.
     file: Option<PathBuf>,
+    /// The file's `[env]`.
+    env: Vec<(String, String)>,
+    /// The file's `[args]`.
+    args: settings::ToolArgs,
 }
 
 impl ProfileArgs {
@@ -234,6 +247,8 @@ impl ProfileArgs {
                 chip: chip.ok(),
                 notes,
                 warnings: Vec::new(),
+                env: Vec::new(),
+                args: settings::ToolArgs::default(),
             });
         };
 
@@ -242,6 +257,8 @@ impl ProfileArgs {
             mut fields,
             mut provenance,
             file,
+            env,
+            args,
         } = base;
         let mut changed = Vec::new();
         if let Some(v) = self.family_max {
@@ -270,6 +287,8 @@ impl ProfileArgs {
             chip: chip.ok(),
             notes,
             warnings,
+            env,
+            args,
         })
     }
 
@@ -282,12 +301,14 @@ impl ProfileArgs {
         if let Some(path) = &self.profile_file {
             let text = crate::input_file::read_text(path, PROFILE_FILE_MAX, "a profile file")
                 .map_err(|source| ProfileArgsError::ReadFile { source })?;
-            let (name, fields) = file::parse(path, &text)?;
+            let parsed = file::parse(path, &text)?;
             return Ok(Some(Base {
-                name: name.unwrap_or_else(|| "custom".to_string()),
-                fields,
+                name: parsed.name.unwrap_or_else(|| "custom".to_string()),
+                fields: parsed.fields,
                 provenance: format!("profile file {}", path.display()),
                 file: Some(path.clone()),
+                env: parsed.env,
+                args: parsed.args,
             }));
         }
         let native = |chip: &ChipMatch| Base {
@@ -298,6 +319,8 @@ impl ProfileArgs {
                 chip.chip.name, chip.brand, chip.matched_from
             ),
             file: None,
+            env: Vec::new(),
+            args: settings::ToolArgs::default(),
         };
         let fixed = |p: NamedProfile| {
             p.profile.map(|profile| Base {
@@ -305,6 +328,8 @@ impl ProfileArgs {
                 fields: Fields::from(profile),
                 provenance: p.provenance.to_string(),
                 file: None,
+                env: Vec::new(),
+                args: settings::ToolArgs::default(),
             })
         };
         let Some(name) = &self.profile else {

@@ -263,6 +263,7 @@ pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Summary, D
             profile: arm.profile.clone(),
             shim: arm.shim,
             env: arm.env.clone(),
+            args: arm.args.clone(),
             activation: None,
             kld_mean: None,
             kld_mean_uncertainty: None,

@@ -77,6 +77,10 @@ pub struct ManifestArm {
     pub shim: bool,
     /// Its own environment variables.
     pub env: Vec<(String, String)>,
+    /// Its own arguments of llama-perplexity and llama-completion (`common-args`), when it
+    /// has any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     /// The steps that ran, in order.
     pub steps: Vec<StepFiles>,
 }
@@ -207,6 +211,7 @@ mod tests {
                 profile: "stock".into(),
                 shim: false,
                 env: vec![],
+                args: vec![],
                 steps: vec![step("raw/stock-perplexity.stdout")],
             }],
         };

@@ -179,6 +179,51 @@ pub fn check_gpu_layers(extra: &[String], arms: &[Arm]) -> Result<(), String> {
     }
 }
 
+/// Names of one llama.cpp common option, for finding an arm's `common-args` option repeated
+/// after `--` under its other name.
+const ALIASES: &[&[&str]] = &[
+    &["-t", "--threads"],
+    &["-tb", "--threads-batch"],
+    &["-ngl", "--gpu-layers", "--n-gpu-layers"],
+    &["-b", "--batch-size"],
+    &["-ub", "--ubatch-size"],
+    &["-fa", "--flash-attn"],
+    &["-ctk", "--cache-type-k"],
+    &["-ctv", "--cache-type-v"],
+    &["-sm", "--split-mode"],
+    &["-mg", "--main-gpu"],
+    &["-ot", "--override-tensor"],
+    &["-nkvo", "--no-kv-offload"],
+    &["-dev", "--device"],
+];
+
+/// Checks every arm's `common-args` (for llama-perplexity and llama-completion): none of the
+/// options refused after `--`, none twice, none that repeats an option given after `--`
+/// (`extra`).
+///
+/// # Errors
+/// [`crate::arms::ArmError::Args`] naming the arm and the option.
+pub fn check_arm_args(arms: &[Arm], extra: &[String]) -> Result<(), crate::arms::ArmError> {
+    for arm in arms {
+        crate::arms::check_args(
+            arm,
+            "common-args",
+            &arm.args.common,
+            extra,
+            ALIASES,
+            |args| {
+                check_extra_args(args).map_err(|e| {
+                    e.replace(" after `--`", "").replace(
+                        "remove it from the extra arguments",
+                        "remove it from the arm",
+                    )
+                })
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// Where the text comes from.
 #[derive(Clone, Debug)]
 pub enum Text {
@@ -333,6 +378,41 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arms_common_args_are_checked_like_the_shared_ones_and_against_them() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let arm = |common: &[&str]| {
+            let mut a = Arm::stock();
+            a.name = "fa".into();
+            a.args.common = v(common);
+            vec![Arm::stock(), a]
+        };
+        check_arm_args(&arm(&["-fa", "on", "-ub", "256"]), &v(&["-t", "2"])).unwrap();
+        for (common, extra, says) in [
+            (
+                &["-c", "64"][..],
+                &[][..],
+                "\"-c\" is refused: use capshim's -c",
+            ),
+            (&["--temp", "1"], &[], "\"--temp\" is refused"),
+            (
+                &["--flash-attn", "on"],
+                &["-fa", "off"],
+                "option --flash-attn repeats -fa",
+            ),
+            (&["-t", "1", "-t", "2"], &[], "give -t twice"),
+        ] {
+            let e = check_arm_args(&arm(common), &v(extra))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(says) && e.starts_with("arm \"fa\": "),
+                "{common:?}: {e}"
+            );
+            assert!(e.contains("common-args"), "{e}");
+        }
+    }
 
     #[test]
     fn options_capshim_sets_are_refused() {

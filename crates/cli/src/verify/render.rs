@@ -133,6 +133,9 @@ pub fn markdown(s: &Summary) -> String {
                 let env: Vec<String> = a.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 lines.push(format!("environment: {}", env.join(" ")));
             }
+            if !a.args.is_empty() {
+                lines.push(format!("common-args: {}", a.args.join(" ")));
+            }
             if let Some(why) = a.greedy.strip_prefix("not compared: ") {
                 lines.push(format!("greedy text not compared: {why}"));
             }

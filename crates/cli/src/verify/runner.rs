@@ -140,6 +140,7 @@ fn run_in(
             profile: arm.profile_name.clone(),
             shim: arm.profile.is_some(),
             env: arm.env.clone(),
+            args: arm.args.common.clone(),
             steps: Vec::new(),
         });
         for &step in &steps {
@@ -169,12 +170,15 @@ fn run_in(
                     if is_reference && plan.save_base.is_some() {
                         *partial_base = Some(base_path.clone());
                     }
-                    (
-                        plan.tools.perplexity.clone(),
-                        plan.perplexity_args(is_reference, &text, &base_path),
-                    )
+                    let mut args = plan.perplexity_args(is_reference, &text, &base_path);
+                    args.extend(arm.args.common.iter().cloned());
+                    (plan.tools.perplexity.clone(), args)
                 }
-                Step::Greedy => (plan.tools.completion.clone(), plan.greedy_args()),
+                Step::Greedy => {
+                    let mut args = plan.greedy_args();
+                    args.extend(arm.args.common.iter().cloned());
+                    (plan.tools.completion.clone(), args)
+                }
                 Step::Kernels => (
                     plan.tools
                         .backend_ops

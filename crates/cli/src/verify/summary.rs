@@ -84,6 +84,9 @@ pub struct ArmSummary {
     /// Its own environment variables.
     #[serde(serialize_with = "pairs_as_object")]
     pub env: Vec<(String, String)>,
+    /// Its own llama-perplexity and llama-completion arguments (`common-args`), when it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     /// Whether the shim activated, in words (arms with the shim).
     pub activation: Option<String>,
     /// Mean KL divergence from the reference, nats per token.

@@ -343,6 +343,7 @@ fn arm_inputs(
             group: None,
             reference_for_all: false,
             runs,
+            args: Vec::new(),
             metal: Vec::new(),
             activation: None,
             randomized: false,

@@ -149,6 +149,7 @@ pub fn report_partial(
                     name: arm.to_string(),
                     role: if *arm == "stock" { "stock" } else { "other" }.into(),
                     profile: None,
+                    args: Vec::new(),
                     shim: rounds.iter().any(|r| status(*r).is_some()),
                     runs: rounds
                         .iter()
