@@ -129,14 +129,29 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
 
     let models = one_model_per_arm(&order)?;
     one_setting_per_test(&order, &mut warnings)?;
-    if let Some((first_arm, first_model)) = models.first() {
-        for (arm, model) in &models[1..] {
-            if !model.same_model(first_model) {
+    // Only the pairs a speedup or percent of host is computed from: arms of different bundles
+    // that are never compared may measure different models.
+    for arm in &order {
+        let model = &models
+            .iter()
+            .find(|(n, _)| *n == arm.name)
+            .expect("every arm")
+            .1;
+        for role in [Role::Stock, Role::Host] {
+            let Some(reference) = rows::reference(arms, arm, role).filter(|r| r.name != arm.name)
+            else {
+                continue;
+            };
+            let (_, theirs) = models
+                .iter()
+                .find(|(n, _)| *n == reference.name)
+                .expect("every arm");
+            if !model.same_model(theirs) {
                 warnings.push(warnings::different_models(
-                    arm,
+                    &arm.name,
                     model,
-                    first_arm,
-                    first_model,
+                    &reference.name,
+                    theirs,
                 ));
             }
         }

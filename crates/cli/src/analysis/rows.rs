@@ -51,7 +51,11 @@ fn pairs(arm: &Merged, reference: &Merged) -> Vec<RoundPair> {
 
 /// `arm`'s reference of `role` among `arms`. Never another bundle's reference: one's own
 /// group's, else one meant for every arm.
-fn reference<'a>(arms: &'a [ArmInput], arm: &ArmInput, role: Role) -> Option<&'a ArmInput> {
+pub(super) fn reference<'a>(
+    arms: &'a [ArmInput],
+    arm: &ArmInput,
+    role: Role,
+) -> Option<&'a ArmInput> {
     let global = |a: &&ArmInput| a.role == role && (a.group.is_none() || a.reference_for_all);
     arms.iter()
         .find(|a| a.role == role && a.reference_for_all)
@@ -198,16 +202,21 @@ pub fn rows(
                 }),
             ));
         }
-        let label_arm = order
-            .iter()
-            .find(|a| a.role == Role::Stock)
-            .or(order.first())
-            .map(|a| a.name.as_str());
-        let model = models
-            .iter()
-            .find(|(n, _)| Some(n.as_str()) == label_arm)
-            .map(|(_, m)| m.label())
-            .unwrap_or_default();
+        // Each model measured in this row, once, in display order: arms of several bundles
+        // may have measured different models, and each is named.
+        let mut labels: Vec<String> = Vec::new();
+        for (arm, cell) in order.iter().zip(&cells) {
+            if cell.1.is_none() {
+                continue;
+            }
+            if let Some((_, m)) = models.iter().find(|(n, _)| *n == arm.name) {
+                let label = m.label();
+                if !labels.contains(&label) {
+                    labels.push(label);
+                }
+            }
+        }
+        let model = labels.join(", ");
         rows.push(Row {
             test: key.name(),
             n_prompt: key.n_prompt,

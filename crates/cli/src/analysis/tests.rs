@@ -408,3 +408,40 @@ fn intervals_on_rounds_not_run_in_bench_order_are_flagged_once_per_arm() {
     two[1].group = Some("b".into());
     assert_eq!(flagged(&two).len(), 1);
 }
+
+/// Two bundles (groups) of different models: rows name each model, and the different-models
+/// warning names only pairs that are compared (an arm and its own group's stock, or the stock
+/// named for all), never two bundles' arms that no figure relates.
+#[test]
+fn models_are_labelled_and_warned_about_per_comparison() {
+    let grouped = |name: &str, role, model: &str, group: &str| {
+        let mut a = arm(name, role, vec![vec![row(model, 512, 0, &[1.0])]]);
+        a.group = Some(group.into());
+        a
+    };
+    let arms = vec![
+        grouped("a/stock", Role::Stock, "tiny", "a"),
+        grouped("a/u", Role::Other, "tiny", "a"),
+        grouped("b/stock", Role::Stock, "gemma", "b"),
+        grouped("b/u", Role::Other, "gemma", "b"),
+    ];
+    let s = analyze(&arms).unwrap();
+    assert_eq!(s.rows[0].model, "tiny, gemma");
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("different models")),
+        "{:?}",
+        s.warnings
+    );
+    // a/stock named for every arm: b's arms are compared with it, and only they are named.
+    let mut arms = arms;
+    arms[0].reference_for_all = true;
+    arms[2].role = Role::Other;
+    let s = analyze(&arms).unwrap();
+    let models: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("different models"))
+        .collect();
+    assert_eq!(models.len(), 2, "{models:?}");
+    assert!(models.iter().all(|w| w.starts_with("arm b/")), "{models:?}");
+}

@@ -4,6 +4,8 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod matrix;
+pub mod matrix_svg;
 pub mod rounds_svg;
 pub mod svg;
 #[cfg(test)]

@@ -1,9 +1,13 @@
 //! `capshim report`: llama-bench JSON files, or evidence bundles, to the comparison table.
 //!
 //! - [`open`]: checking a bundle (checksums, signature, derived files) before it is used.
+//! - [`matrix`]: `--matrix` and `--llama-json`, many bundles from many machines.
 
+pub mod matrix;
 pub mod open;
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -173,6 +177,18 @@ pub struct ReportArgs {
     /// stdout line says UNVERIFIED, exit code 4.
     #[arg(long)]
     pub as_written: bool,
+
+    /// Bundles from many machines in one table: a row per machine (chip, OS, guest or host,
+    /// hw.model) and model (SHA-256), a column per arm and test; each bundle checked as above
+    /// and compared only within itself. Markdown, or --csv (long form) or --svg (a heatmap).
+    #[arg(long)]
+    pub matrix: bool,
+
+    /// Print the bench bundles' raw llama-bench results as one JSON array, `build_commit` set
+    /// to each result's arm (stock, native ...), for llama.cpp's compare-llama-bench.py
+    /// (`-i FILE -b stock -c native`).
+    #[arg(long, conflicts_with_all = ["format", "matrix"])]
+    pub llama_json: bool,
 }
 
 /// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
@@ -196,10 +212,19 @@ fn parse_arms(args: &ReportArgs) -> anyhow::Result<Vec<(String, Vec<PathBuf>)>> 
             );
         }
         let mut paths: Vec<PathBuf> = Vec::new();
+        // Each file's identity once, in a map: one look-up per file, not a scan of the arm's
+        // earlier files (3,000 files took seconds).
+        let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
         for file in files.split(',') {
             let path = PathBuf::from(file);
-            let key = file_key(&path);
-            if let Some(first) = paths.iter().find(|p| key.is_some() && file_key(p) == key) {
+            let earlier = file_key(&path).and_then(|key| match seen.entry(key) {
+                Entry::Occupied(e) => Some(*e.get()),
+                Entry::Vacant(e) => {
+                    e.insert(paths.len());
+                    None
+                }
+            });
+            if let Some(first) = earlier.map(|i| &paths[i]) {
                 usage!(
                     "--arm {name}: {file} is given twice (also as {}): each file is one llama-bench \
                      process, and pooling it twice would count its samples twice; give each file once",
@@ -418,6 +443,9 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             "--allowed-signers checks the signatures of bundles, and no bundle is given; llama-bench \
              files given with --arm carry no signature"
         );
+    }
+    if args.matrix || args.llama_json {
+        return matrix::report(args, signers.as_ref());
     }
     let mut bundles = Vec::new();
     let mut layouts = Vec::new();
