@@ -212,3 +212,94 @@ fn bundles_of_different_models_are_labelled_each_and_not_warned_about() {
         "{md}\n{stderr}"
     );
 }
+
+/// An arm compared with another bundle's stock: a ratio of medians with its spread, no
+/// interval and no verdict, and the note says why. Arms of the stock's own bundle keep theirs.
+#[test]
+fn a_comparison_across_bundles_has_no_interval_and_no_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let aa = saved(tmp.path(), "bench5-fake-aa");
+    let unlocked = saved(tmp.path(), "bench5-fake-unlocked");
+    let stock = "bench5-fake-aa/stock";
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        capshim()
+            .args(["report", "--json", "--stock", stock])
+            .args([&aa, &unlocked])
+            .assert()
+            .code(0),
+    ))
+    .unwrap();
+    for row in json["rows"].as_array().unwrap() {
+        let across = &row["arms"]["bench5-fake-unlocked/apple9-64k"];
+        assert!(across["speedup_ci95"].is_null(), "{across}");
+        assert!(across["verdict"].is_null(), "{across}");
+        assert!((across["speedup_vs_stock"].as_f64().unwrap() - 10.0).abs() < 1e-9);
+        let spread = across["speedup_spread"].as_array().unwrap();
+        assert_eq!(spread.len(), 2);
+        let why = across["speedup_no_interval"].as_str().unwrap();
+        assert!(
+            why.contains("did not run in the same capshim bench"),
+            "{why}"
+        );
+        let own = &row["arms"]["bench5-fake-aa/again"];
+        assert!(own["speedup_ci95"].is_object(), "{own}");
+        assert!(own.get("speedup_spread").is_none(), "{own}");
+    }
+    let md = stdout(
+        capshim()
+            .args(["report", "--stock", stock])
+            .args([&aa, &unlocked])
+            .assert()
+            .code(0),
+    );
+    let table = md.lines().find(|l| l.contains("| pp64")).unwrap();
+    assert!(
+        table.contains("10.00×") && !table.contains("10.00× ["),
+        "{md}"
+    );
+}
+
+/// With a host arm, token generation also says the milliseconds each token costs beyond it.
+#[test]
+fn generation_against_a_host_gives_milliseconds_per_token_beyond_it() {
+    use common::{result, samples_with_median, write_json};
+    let tmp = tempfile::tempdir().unwrap();
+    let host = write_json(
+        tmp.path(),
+        "host.json",
+        &[
+            result("m", 512, 0, &samples_with_median(1000.0, 5)),
+            result("m", 0, 128, &samples_with_median(100.0, 5)),
+        ],
+    );
+    let guest = write_json(
+        tmp.path(),
+        "guest.json",
+        &[
+            result("m", 512, 0, &samples_with_median(500.0, 5)),
+            result("m", 0, 128, &samples_with_median(50.0, 5)),
+        ],
+    );
+    let mut host_arm = std::ffi::OsString::from("host=");
+    host_arm.push(&host);
+    let mut stock_arm = std::ffi::OsString::from("stock=");
+    stock_arm.push(&guest);
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        capshim()
+            .args(["report", "--json", "--arm"])
+            .arg(&host_arm)
+            .arg("--arm")
+            .arg(&stock_arm)
+            .assert()
+            .code(0),
+    ))
+    .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let tg = rows.iter().find(|r| r["test"] == "tg128").unwrap();
+    let ms = tg["arms"]["stock"]["ms_per_token_over_host"]
+        .as_f64()
+        .unwrap();
+    assert!((ms - 10.0).abs() < 1e-9, "{ms}");
+    let pp = rows.iter().find(|r| r["test"] == "pp512").unwrap();
+    assert!(pp["arms"]["stock"].get("ms_per_token_over_host").is_none());
+}

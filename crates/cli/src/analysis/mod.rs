@@ -11,7 +11,10 @@
 //! - [`design`], `checks`: schema 6's carry-over estimate and unequal-durations check.
 //! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
+//! - [`across`]: comparisons outside one bench's random order (no interval), and the host
+//!   overhead per generated token.
 
+pub mod across;
 #[cfg(test)]
 mod calibration;
 #[cfg(test)]

@@ -401,12 +401,29 @@ fn intervals_on_rounds_not_run_in_bench_order_are_flagged_once_per_arm() {
         w[0].starts_with("arm unlocked:") && w[0].contains("of stock"),
         "{w:?}"
     );
-    // Two bundles with one stock for all: each bundle's rounds ran apart from the other's.
+    // Two bundles with one stock for all: each bundle's rounds ran apart from the other's, so
+    // there is no interval to flag: a ratio of medians, its spread and a note ([`across`]).
     let mut two = bench.clone();
     two[0].group = Some("a".into());
     two[0].reference_for_all = true;
     two[1].group = Some("b".into());
-    assert_eq!(flagged(&two).len(), 1);
+    assert!(flagged(&two).is_empty());
+    let s = analyze(&two).unwrap();
+    for row in &s.rows {
+        let u = row.arms.get("unlocked").unwrap().clone().unwrap();
+        assert_eq!(
+            (u.speedup_ci95, u.verdict, u.speedup_precision),
+            (None, None, None)
+        );
+        assert!((u.speedup_vs_stock.unwrap() - 7.0).abs() < 1e-9, "{u:?}");
+        let [lo, hi] = u.speedup_spread.unwrap();
+        assert!(lo < 7.0 && hi > 7.0, "{lo} {hi}");
+        assert!(
+            u.speedup_no_interval
+                .unwrap()
+                .contains("did not run in the same capshim bench")
+        );
+    }
 }
 
 /// Two bundles (groups) of different models: rows name each model, and the different-models

@@ -155,6 +155,8 @@ mod tests {
             carryover: None,
             unequal_durations: None,
             round_ratios: None,
+            speedup_spread: None,
+            ms_per_token_over_host: None,
             cv: None,
             rounds: Vec::new(),
             samples_ts: Vec::new(),
