@@ -98,7 +98,12 @@ const AFTER_HELP: &str = "
 
 Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
 bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
---host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json),
+--host name an arm, which every arm then uses. An arm compared with a stock arm of another bundle
+(or a bundle's arm with --arm files) did not run in one bench's random order with it: it gets a
+ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
+bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
+within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
+(docs/report.md). A verify bundle's report (summary.json with --json),
 or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:
@@ -122,6 +127,8 @@ Examples:
   capshim report --arm stock=s1.json,s2.json --arm apple9-64k=u1.json,u2.json --json
   capshim report capshim-bench-20261130-210000
   capshim report bundle-m1 bundle-m2 --csv
+  capshim report --matrix bundle-m1 bundle-m4 verify-m1 --csv
+  capshim report --llama-json bundle-m1 > arms.json
   capshim report --allowed-signers allowed_signers --identity me@example.com capshim-bench-20261130-210000
 ";
 
