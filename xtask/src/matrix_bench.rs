@@ -101,6 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .arg(args.rounds.to_string())
         .arg("-o")
         .arg(&first)
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .context("cannot run capshim bench")?;
