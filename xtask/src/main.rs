@@ -6,6 +6,7 @@ mod demo;
 mod dist;
 mod link;
 mod man;
+mod matrix_bench;
 mod reproduce;
 mod sdk;
 
@@ -37,6 +38,9 @@ enum Task {
     /// Run K A/A benches of `capshim bench` at its defaults with the real llama-bench, and
     /// print how often the interval excluded 1.00 and how wide it was (docs/bench.md).
     AaStudy(aa_study::Args),
+    /// Seal a bench bundle with a stand-in llama-bench, copy it N times (1,000 by default), and
+    /// time `capshim report --matrix --csv` over all of them (docs/report.md).
+    MatrixBench(matrix_bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Task::Man(args) => man::run(args),
         Task::Reproduce(args) => reproduce::run(args),
         Task::AaStudy(args) => aa_study::run(args),
+        Task::MatrixBench(args) => matrix_bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,10 @@
 //! - [`design`], `checks`: schema 6's carry-over estimate and unequal-durations check.
 //! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
+//! - [`across`]: comparisons outside one bench's random order (no interval), and the host
+//!   overhead per generated token.
 
+pub mod across;
 #[cfg(test)]
 mod calibration;
 #[cfg(test)]
@@ -129,14 +132,29 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
 
     let models = one_model_per_arm(&order)?;
     one_setting_per_test(&order, &mut warnings)?;
-    if let Some((first_arm, first_model)) = models.first() {
-        for (arm, model) in &models[1..] {
-            if !model.same_model(first_model) {
+    // Only the pairs a speedup or percent of host is computed from: arms of different bundles
+    // that are never compared may measure different models.
+    for arm in &order {
+        let model = &models
+            .iter()
+            .find(|(n, _)| *n == arm.name)
+            .expect("every arm")
+            .1;
+        for role in [Role::Stock, Role::Host] {
+            let Some(reference) = rows::reference(arms, arm, role).filter(|r| r.name != arm.name)
+            else {
+                continue;
+            };
+            let (_, theirs) = models
+                .iter()
+                .find(|(n, _)| *n == reference.name)
+                .expect("every arm");
+            if !model.same_model(theirs) {
                 warnings.push(warnings::different_models(
-                    arm,
+                    &arm.name,
                     model,
-                    first_arm,
-                    first_model,
+                    &reference.name,
+                    theirs,
                 ));
             }
         }

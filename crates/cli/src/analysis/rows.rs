@@ -1,6 +1,7 @@
 //! One row per test: each arm's samples merged over its runs, measured, and compared with the
 //! stock and host arms that are its references.
 
+use super::across;
 use super::input::{ArmInput, Derivation, Role};
 use super::interval::{self, NoInterval, RoundPair};
 use super::summary::{ArmStats, Ordered, RoundRatio, RoundStats, Row};
@@ -51,7 +52,11 @@ fn pairs(arm: &Merged, reference: &Merged) -> Vec<RoundPair> {
 
 /// `arm`'s reference of `role` among `arms`. Never another bundle's reference: one's own
 /// group's, else one meant for every arm.
-fn reference<'a>(arms: &'a [ArmInput], arm: &ArmInput, role: Role) -> Option<&'a ArmInput> {
+pub(super) fn reference<'a>(
+    arms: &'a [ArmInput],
+    arm: &ArmInput,
+    role: Role,
+) -> Option<&'a ArmInput> {
     let global = |a: &&ArmInput| a.role == role && (a.group.is_none() || a.reference_for_all);
     arms.iter()
         .find(|a| a.role == role && a.reference_for_all)
@@ -128,7 +133,12 @@ pub fn rows(
                 warnings.push(warnings::noisy(&arm.name, key, &noise));
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
-            let paired = stock.as_ref().map(|s| pairs(&m, s));
+            // Rounds of another bench are not paired ([`across`]): a descriptive ratio only.
+            let across_benches = stock_arm.is_some_and(|s| !across::one_bench(arm, s));
+            let paired = stock
+                .as_ref()
+                .filter(|_| !across_benches)
+                .map(|s| pairs(&m, s));
             let comparison = paired.as_deref().map(|p| {
                 let mut c = interval::paired_ratio(p)?;
                 if schema6 {
@@ -142,6 +152,15 @@ pub fn rows(
                 Ok(c)
             });
             let ratio_of_medians = stock_median.map(|s| median / s);
+            let spread = stock.as_ref().filter(|_| across_benches).and_then(|s| {
+                let medians = |m: &Merged| -> Vec<f64> {
+                    m.rounds
+                        .iter()
+                        .filter_map(|(_, v)| stats::median(v))
+                        .collect()
+                };
+                across::spread(&medians(&m), &medians(s))
+            });
             // Schema 6: the speedup is the paired rounds' estimate, the interval's own point.
             let paired_estimate = paired.as_deref().and_then(paired_estimate);
             if let (Some(Ok(_)), Some(s)) = (&comparison, stock_arm) {
@@ -162,7 +181,7 @@ pub fn rows(
                     min_ts: min,
                     max_ts: max,
                     samples: m.samples.len(),
-                    speedup_vs_stock: if schema6 {
+                    speedup_vs_stock: if schema6 && !across_benches {
                         paired_estimate
                     } else {
                         ratio_of_medians
@@ -182,8 +201,18 @@ pub fn rows(
                     speedup_no_interval: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().err())
-                        .map(NoInterval::text),
+                        .map(NoInterval::text)
+                        .or_else(|| {
+                            stock_arm
+                                .filter(|_| across_benches)
+                                .map(|s| across::note(&s.name, spread))
+                        }),
                     ratio_of_medians: ratio_of_medians.filter(|_| schema6),
+                    speedup_spread: spread,
+                    // Schema 5 bundles did not derive it: their files must come out unchanged.
+                    ms_per_token_over_host: host_median
+                        .filter(|_| schema6 || !arm.randomized)
+                        .and_then(|h| across::ms_per_token_over_host(key, median, h)),
                     verdict_basis: None,
                     carryover: None,
                     unequal_durations: None,
@@ -201,16 +230,21 @@ pub fn rows(
                 }),
             ));
         }
-        let label_arm = order
-            .iter()
-            .find(|a| a.role == Role::Stock)
-            .or(order.first())
-            .map(|a| a.name.as_str());
-        let model = models
-            .iter()
-            .find(|(n, _)| Some(n.as_str()) == label_arm)
-            .map(|(_, m)| m.label())
-            .unwrap_or_default();
+        // Each model measured in this row, once, in display order: arms of several bundles
+        // may have measured different models, and each is named.
+        let mut labels: Vec<String> = Vec::new();
+        for (arm, cell) in order.iter().zip(&cells) {
+            if cell.1.is_none() {
+                continue;
+            }
+            if let Some((_, m)) = models.iter().find(|(n, _)| *n == arm.name) {
+                let label = m.label();
+                if !labels.contains(&label) {
+                    labels.push(label);
+                }
+            }
+        }
+        let model = labels.join(", ");
         rows.push(Row {
             test: key.name(),
             n_prompt: key.n_prompt,

@@ -62,6 +62,16 @@ pub struct ArmStats {
     /// Absent in schema 5 and without a stock arm.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round_ratios: Option<Vec<RoundRatio>>,
+    /// Against a stock arm of another bundle ([`super::across`]): the ratio's spread without
+    /// pairing rounds, `[lowest arm round median / highest stock round median, highest /
+    /// lowest]`. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_spread: Option<[f64; 2]>,
+    /// Token generation with a host arm: milliseconds each token takes beyond the host,
+    /// `1000/median − 1000/host median` ([`super::across::ms_per_token_over_host`]). Absent for
+    /// other tests, without a host, and in bundles of schema 5 (which did not derive it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms_per_token_over_host: Option<f64>,
     /// Coefficient of variation of the samples (standard deviation / mean).
     pub cv: Option<f64>,
     /// Per round (or per file): median and sample count.

@@ -431,12 +431,64 @@ fn intervals_on_rounds_not_run_in_bench_order_are_flagged_once_per_arm() {
     // capshim has no record of how files ran: it says it cannot know, not that they did not.
     assert!(w[0].contains("capshim cannot know whether"), "{w:?}");
     assert!(!w[0].contains("did not run"), "{w:?}");
-    // Two bundles with one stock for all: each bundle's rounds ran apart from the other's.
+    // Two bundles with one stock for all: each bundle's rounds ran apart from the other's, so
+    // there is no interval to flag: a ratio of medians, its spread and a note ([`across`]).
     let mut two = bench.clone();
     two[0].group = Some("a".into());
     two[0].reference_for_all = true;
     two[1].group = Some("b".into());
-    let w = flagged(&two);
-    assert_eq!(w.len(), 1);
-    assert!(w[0].contains("ran in different capshim benches"), "{w:?}");
+    assert!(flagged(&two).is_empty());
+    let s = analyze(&two).unwrap();
+    for row in &s.rows {
+        let u = row.arms.get("unlocked").unwrap().clone().unwrap();
+        assert_eq!(
+            (u.speedup_ci95, u.verdict, u.speedup_precision),
+            (None, None, None)
+        );
+        assert!((u.speedup_vs_stock.unwrap() - 7.0).abs() < 1e-9, "{u:?}");
+        let [lo, hi] = u.speedup_spread.unwrap();
+        assert!(lo < 7.0 && hi > 7.0, "{lo} {hi}");
+        assert!(
+            u.speedup_no_interval
+                .unwrap()
+                .contains("did not run in the same capshim bench")
+        );
+    }
+}
+
+/// Two bundles (groups) of different models: rows name each model, and the different-models
+/// warning names only pairs that are compared (an arm and its own group's stock, or the stock
+/// named for all), never two bundles' arms that no figure relates.
+#[test]
+fn models_are_labelled_and_warned_about_per_comparison() {
+    let grouped = |name: &str, role, model: &str, group: &str| {
+        let mut a = arm(name, role, vec![vec![row(model, 512, 0, &[1.0])]]);
+        a.group = Some(group.into());
+        a
+    };
+    let arms = vec![
+        grouped("a/stock", Role::Stock, "tiny", "a"),
+        grouped("a/u", Role::Other, "tiny", "a"),
+        grouped("b/stock", Role::Stock, "gemma", "b"),
+        grouped("b/u", Role::Other, "gemma", "b"),
+    ];
+    let s = analyze(&arms).unwrap();
+    assert_eq!(s.rows[0].model, "tiny, gemma");
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("different models")),
+        "{:?}",
+        s.warnings
+    );
+    // a/stock named for every arm: b's arms are compared with it, and only they are named.
+    let mut arms = arms;
+    arms[0].reference_for_all = true;
+    arms[2].role = Role::Other;
+    let s = analyze(&arms).unwrap();
+    let models: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("different models"))
+        .collect();
+    assert_eq!(models.len(), 2, "{models:?}");
+    assert!(models.iter().all(|w| w.starts_with("arm b/")), "{models:?}");
 }

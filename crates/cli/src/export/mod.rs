@@ -4,6 +4,8 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod matrix;
+pub mod matrix_svg;
 pub mod rounds_svg;
 pub mod svg;
 #[cfg(test)]
@@ -148,6 +150,8 @@ mod tests {
             carryover: None,
             unequal_durations: None,
             round_ratios: None,
+            speedup_spread: None,
+            ms_per_token_over_host: None,
             cv: None,
             rounds: Vec::new(),
             samples_ts: Vec::new(),

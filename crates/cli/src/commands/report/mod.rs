@@ -2,11 +2,14 @@
 //!
 //! - [`open`]: checking a bundle (checksums, signature, derived files) before it is used.
 //! - [`partial`]: `--partial`, the completed rounds of an unfinished bench bundle.
+//! - [`matrix`]: `--matrix` and `--llama-json`, many bundles from many machines.
 
+pub mod matrix;
 pub mod open;
 pub mod partial;
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -106,7 +109,12 @@ const AFTER_HELP: &str = "
 
 Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
 bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
---host name an arm, which every arm then uses. A verify bundle's report (summary.json with --json),
+--host name an arm, which every arm then uses. An arm compared with a stock arm of another bundle
+(or a bundle's arm with --arm files) did not run in one bench's random order with it: it gets a
+ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
+bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
+within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
+(docs/report.md). A verify bundle's report (summary.json with --json),
 or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:
@@ -131,6 +139,8 @@ Examples:
   capshim report --arm stock=s1.json,s2.json --arm apple9-64k=u1.json,u2.json --json
   capshim report capshim-bench-20261130-210000
   capshim report bundle-m1 bundle-m2 --csv
+  capshim report --matrix bundle-m1 bundle-m4 verify-m1 --csv
+  capshim report --llama-json bundle-m1 > arms.json
   capshim report --allowed-signers allowed_signers --identity me@example.com capshim-bench-20261130-210000
 ";
 
@@ -199,6 +209,17 @@ pub struct ReportArgs {
     /// intervals hold for the rounds that ran; nothing was sealed or derived again.
     #[arg(long, conflicts_with = "as_written")]
     pub partial: bool,
+    /// Bundles from many machines in one table: a row per machine (chip, OS, guest or host,
+    /// hw.model) and model (SHA-256), a column per arm and test; each bundle checked as above
+    /// and compared only within itself. Markdown, or --csv (long form) or --svg (a heatmap).
+    #[arg(long)]
+    pub matrix: bool,
+
+    /// Print the bench bundles' raw llama-bench results as one JSON array, `build_commit` set
+    /// to each result's arm (stock, native ...), for llama.cpp's compare-llama-bench.py
+    /// (`-i FILE -b stock -c native`).
+    #[arg(long, conflicts_with_all = ["format", "matrix"])]
+    pub llama_json: bool,
 }
 
 /// A file's device and inode: the same file however it is named (a link, `./`, /dev/fd/N).
@@ -222,10 +243,19 @@ fn parse_arms(args: &ReportArgs) -> anyhow::Result<Vec<(String, Vec<PathBuf>)>> 
             );
         }
         let mut paths: Vec<PathBuf> = Vec::new();
+        // Each file's identity once, in a map: one look-up per file, not a scan of the arm's
+        // earlier files (3,000 files took seconds).
+        let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
         for file in files.split(',') {
             let path = PathBuf::from(file);
-            let key = file_key(&path);
-            if let Some(first) = paths.iter().find(|p| key.is_some() && file_key(p) == key) {
+            let earlier = file_key(&path).and_then(|key| match seen.entry(key) {
+                Entry::Occupied(e) => Some(*e.get()),
+                Entry::Vacant(e) => {
+                    e.insert(paths.len());
+                    None
+                }
+            });
+            if let Some(first) = earlier.map(|i| &paths[i]) {
                 usage!(
                     "--arm {name}: {file} is given twice (also as {}): each file is one llama-bench \
                      process, and pooling it twice would count its samples twice; give each file once",
@@ -495,6 +525,9 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             "--allowed-signers checks the signatures of bundles, and no bundle is given; llama-bench \
              files given with --arm carry no signature"
         );
+    }
+    if args.matrix || args.llama_json {
+        return matrix::report(args, signers.as_ref());
     }
     let mut bundles = Vec::new();
     let mut layouts = Vec::new();
