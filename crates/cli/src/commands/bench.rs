@@ -172,7 +172,9 @@ pub struct BenchArgs {
     pub n_depth: Option<String>,
 
     /// Rounds: each arm runs once per round, in an order drawn at random for that round. The speedup's
-    /// interval needs at least 6; each round is one paired observation of it.
+    /// interval needs at least 6; each round is one paired observation of it. Verdicts are
+    /// family-wise (level 1 - 0.05/m over the bench's m intervals), so they need a few more:
+    /// 7 rounds for 2 intervals (one arm, pp and tg), 8 for 4.
     #[arg(long = "rounds", default_value_t = 12, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
 

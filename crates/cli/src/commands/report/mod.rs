@@ -81,13 +81,13 @@ fn layouts_help() -> String {
         "
 
 A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
-file and the field: a kind other than bench, verify or selftest, or a schema_version (environment.json,
-or summary.json in the oldest bundles) that is not one it derives (bench {bench}, verify {verify}, selftest {selftest}; the
-layouts earlier capshims wrote, and why they are not derived, are in docs/bundles.md). With
---as-written its checksums (and signature) are still checked, and its own report.md
-(summary.json with --json, results.csv with --csv, chart.svg with --svg) is printed as written
-after a first line on stdout starting `UNVERIFIED:` (the same on stderr), exit code 4. It is
-shown on its own.",
+file and the field: a kind other than bench, verify or selftest, or a schema_version
+(environment.json, or summary.json in the oldest bundles) that is not one it derives (bench
+{bench}; verify {verify}; selftest {selftest}; the layouts earlier capshims wrote, and why they
+are not derived, are in docs/bundles.md). With --as-written its checksums (and signature) are
+still checked, and its own report.md (summary.json with --json, results.csv with --csv,
+chart.svg with --svg) is printed as written after a first line on stdout starting
+`UNVERIFIED:` (the same on stderr), exit code 4. It is shown on its own.",
         bench = list(Kind::Bench),
         verify = list(Kind::Verify),
         selftest = list(Kind::Selftest),
