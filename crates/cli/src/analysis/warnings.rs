@@ -120,15 +120,14 @@ pub fn carryover_matters(each: &[String]) -> String {
     format!(
         "carry-over: the process after an arm's process ran faster or slower than after stock's \
          ({}; least-squares estimate from the random order, approximate 95% interval): its \
-         interval excludes 0 or the estimate itself is beyond ±{:.0}% (the rule for this warning). The speedup intervals \
+         interval excludes 0 (the rule for this warning). The speedup intervals \
          assume no carry-over, and in simulation a 1% carry-over already lowers a 95% \
          interval's coverage on a quiet machine (docs/bench.md). (No warning merely because \
-         the interval reaches beyond ±{:.0}%: with a dozen rounds it does so even with no \
-         carry-over.) \
+         the interval or the estimate reaches beyond ±{:.0}%: with a dozen rounds they do so \
+         even with no carry-over.) \
          A pause between processes (--cooldown SECONDS) lets the machine settle; more rounds \
          narrow the estimate",
         each.join("; "),
-        super::design::CARRYOVER_BOUND * 100.0,
         super::design::CARRYOVER_BOUND * 100.0,
     )
 }
