@@ -264,8 +264,10 @@ done
 [ -n "$FAKE_TOUCH" ] && echo touched >> "$FAKE_TOUCH"
 # FAKE_FILL=DIR: fill DIR's file system first, as a full disk.
 [ -n "$FAKE_FILL" ] && cat /dev/zero > "$FAKE_FILL/filler" 2>/dev/null
-# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place.
-if [ -n "$FAKE_SWAP" ]; then
+# FAKE_SWAP=FILE: another file of the same size and times moved into FILE's place, once (a
+# second swap could be given the first file's freed inode number back).
+if [ -n "$FAKE_SWAP" ] && [ ! -e "$FAKE_SWAP.swapped" ]; then
+  : > "$FAKE_SWAP.swapped"
   cp "$FAKE_SWAP" "$FAKE_SWAP.new" && printf X | dd of="$FAKE_SWAP.new" bs=1 count=1 conv=notrunc 2>/dev/null
   touch -r "$FAKE_SWAP" "$FAKE_SWAP.new" && mv "$FAKE_SWAP.new" "$FAKE_SWAP"
 fi
