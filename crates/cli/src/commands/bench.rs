@@ -34,7 +34,8 @@ e.g. `--arm fa1=native,bench-args=-fa 1 -ub 256`: split into words as a shell sp
 and \"...\" quote, no expansions; a comma inside quotes stays in the item), added after the
 arguments after `--`, for that arm only. Options capshim sets or refuses after `--`, the
 test-shaping -d and -pg, sweeps, and any option also given after `--` are refused (exit 2).
-`common-args=` (verify's tools, which spell e.g. `-fa on`) is not given to llama-bench.
+`common-args=` (verify's tools, which spell e.g. `-fa on`) and `command-args=` (--command's)
+are not given to llama-bench.
 Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an
 unlabelled `--profile host` is read as native). Each arm runs llama-bench as a fresh process
 (`-o json`, added by capshim), once per round (default: 12 rounds of -r 3), in an order drawn at
@@ -239,9 +240,10 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     let arms = args.arms.resolve(true, &[])?;
     check_arm_args(&arms, &args.extra).map_err(|e| UsageError(e.to_string()))?;
     for arm in &arms {
-        if arm.args.bench.is_empty() && !arm.args.common.is_empty() {
+        if arm.args.bench.is_empty() && !(arm.args.common.is_empty() && arm.args.command.is_empty())
+        {
             crate::term::note(format!(
-                "arm {:?}: its common-args are not llama-bench's; llama-bench \
+                "arm {:?}: its common-args and command-args are not llama-bench's; llama-bench \
                  gets only an arm's bench-args",
                 arm.name
             ));

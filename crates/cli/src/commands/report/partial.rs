@@ -141,6 +141,7 @@ pub fn report_partial(
     let manifest = Manifest {
         format: bundle::manifest::FORMAT,
         model: None,
+        workload: None,
         arms: arms
             .iter()
             .map(|arm| {
