@@ -32,6 +32,15 @@ fn merged(arm: &ArmInput, key: TestKey) -> Option<Merged> {
     (!m.samples.is_empty()).then_some(m)
 }
 
+/// The unit of `arm`'s samples of test `key` when they are not tokens/s (a command's).
+fn merged_unit(arm: &ArmInput, key: TestKey) -> Option<String> {
+    arm.runs
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .find(|r| r.key == key)
+        .and_then(|r| r.unit.clone())
+}
+
 /// The rounds both sides ran, each side's round median paired; in round order. Where a
 /// lower value is better (`lower`, a command's wall time) the sides are swapped, so that every
 /// ratio built on the pairs is reference / arm and above 1 still means the arm is better.
@@ -141,7 +150,12 @@ pub fn rows(
                     .iter()
                     .map(|r| format!("r{} {:.2}", r.round, r.median_ts))
                     .collect();
-                noise.push(warnings::rounds_drift(drift, &each));
+                let unit = merged_unit(arm, key);
+                noise.push(warnings::rounds_drift(
+                    drift,
+                    &each,
+                    unit.as_deref().unwrap_or("tokens/s"),
+                ));
             }
             if !noise.is_empty() {
                 warnings.push(warnings::noisy(&arm.name, key, &noise));
@@ -263,12 +277,7 @@ pub fn rows(
             }
         }
         let model = labels.join(", ");
-        let unit = order
-            .iter()
-            .flat_map(|a| a.runs.iter())
-            .flat_map(|r| r.rows.iter())
-            .find(|r| r.key == key)
-            .and_then(|r| r.unit.clone());
+        let unit = order.iter().find_map(|a| merged_unit(a, key));
         rows.push(Row {
             test: key.name(),
             unit,

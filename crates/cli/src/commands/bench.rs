@@ -8,8 +8,10 @@ use clap::Args;
 use super::UsageError;
 use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
+use crate::bench::command::{self, Plan as CommandPlan};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
+use crate::bundle::workload::{DEFAULT_UNIT, Measure, Workload};
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
 use crate::llama::{read_bench_file, tools};
@@ -113,8 +115,51 @@ Examples:
 #[command(after_help = after_help())]
 pub struct BenchArgs {
     /// The GGUF model to benchmark.
-    #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
-    pub model: PathBuf,
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "MODEL.gguf",
+        required_unless_present = "command"
+    )]
+    pub model: Option<PathBuf>,
+
+    /// Benchmark this shell command instead of llama-bench: each arm runs `/bin/sh -c CMD`
+    /// (its `command-args=` appended, shell-quoted) once per round, in random order. Measures
+    /// the wall time (seconds, lower is better) unless --metric. Not with -m or any other
+    /// llama-bench option.
+    #[arg(
+        long = "command",
+        value_name = "CMD",
+        conflicts_with_all = [
+            "model", "llama_bench", "llama_dir", "baseline", "repetitions", "n_prompt",
+            "n_gen", "n_depth", "skip_preflight", "extra",
+        ]
+    )]
+    pub command: Option<String>,
+
+    /// With --command: unmeasured runs of each arm before the first round (with its shim,
+    /// variables and arguments) [default: 0].
+    #[arg(long = "warmup", value_name = "N", requires = "command")]
+    pub warmup: Option<u32>,
+
+    /// With --command: a shell command run before each measured run, untimed, without the
+    /// shim or the arm's variables (e.g. to clear a cache); its failure is the run's.
+    #[arg(long = "prepare", value_name = "CMD", requires = "command")]
+    pub prepare: Option<String>,
+
+    /// With --command: measure the number the regular expression's first capture group finds
+    /// in the command's stdout (else its stderr; the first match), e.g. 'tokens/s: ([0-9.]+)';
+    /// higher is better. A run whose output has no match fails.
+    #[arg(long = "metric", value_name = "REGEX", requires = "command")]
+    pub metric: Option<String>,
+
+    /// With --metric: a lower value is better (a latency); the speedup is then stock / arm.
+    #[arg(long = "lower-is-better", requires = "metric")]
+    pub lower_is_better: bool,
+
+    /// With --metric: the metric's unit, for the report (e.g. tokens/s) [default: value].
+    #[arg(long = "unit", value_name = "UNIT", requires = "metric")]
+    pub unit: Option<String>,
 
     /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
     /// setup cache of scripts/llama/build.sh].
@@ -224,11 +269,103 @@ fn parse_cooldown(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| format!("{value} seconds cannot be waited: {e}; give fewer seconds"))
 }
 
+/// Builds and checks the plan of `bench --command CMD` from the command line.
+fn command_plan(args: BenchArgs, command: String) -> anyhow::Result<(CommandPlan, ExperimentArgs)> {
+    args.experiment.check()?;
+    if command.trim().is_empty() {
+        return Err(UsageError(
+            "--command is empty; give the shell command to benchmark, e.g. --command 'python3 bench.py'"
+                .into(),
+        )
+        .into());
+    }
+    let unit = match (&args.metric, args.unit) {
+        (None, _) => "seconds".to_string(),
+        (Some(_), Some(unit)) => unit,
+        (Some(_), None) => DEFAULT_UNIT.to_string(),
+    };
+    let workload = Workload {
+        command,
+        measure: if args.metric.is_some() {
+            Measure::Metric
+        } else {
+            Measure::Wall
+        },
+        regex: args.metric,
+        lower_is_better: args.lower_is_better,
+        unit,
+    };
+    workload.regex().map_err(|e| UsageError(e.to_string()))?;
+    let arms = args.arms.resolve(true, &[])?;
+    for arm in &arms {
+        if arm.args.command.is_empty() && !arm.args.is_empty() {
+            crate::term::note(format!(
+                "arm {:?}: its bench-args and common-args are not the command's; the command gets \
+                 only an arm's command-args",
+                arm.name
+            ));
+        }
+    }
+    let needs_shim = arms.iter().any(|a| a.profile.is_some());
+    let dylib = if let Some((path, arches)) = args.arms.shim_library(needs_shim)? {
+        // The library's own checks; the programs the command runs are the command's.
+        let launch = preflight::Launch {
+            program: std::path::Path::new(command::run::SHELL),
+            library: &path,
+            library_arches: &arches,
+            scope: ScopeArg::Children,
+            os: Os::current(),
+            skip_program: true,
+        };
+        for warning in preflight::check(&facts::Real::default(), &launch)? {
+            crate::term::warning(warning);
+        }
+        Some(path)
+    } else {
+        None
+    };
+    Ok((
+        CommandPlan {
+            workload,
+            arms,
+            rounds: args.rounds,
+            warmup: args.warmup.unwrap_or(0),
+            prepare: args.prepare,
+            cooldown: args.cooldown.unwrap_or_default(),
+            dylib,
+            allow_inactive: args.arms.allow_inactive,
+            keep_going: args.experiment.keep_going,
+            output: args.output,
+        },
+        args.experiment,
+    ))
+}
+
 /// Builds and checks the plan from the command line.
 fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
+    // clap's `requires` alone lets these through next to -m: say which option needs which.
+    for (given, option) in [
+        (args.warmup.is_some(), "--warmup"),
+        (args.prepare.is_some(), "--prepare"),
+        (args.metric.is_some(), "--metric"),
+        (args.unit.is_some(), "--unit"),
+        (args.lower_is_better, "--lower-is-better"),
+    ] {
+        if given {
+            return Err(UsageError(format!(
+                "{option} applies to --command only; llama-bench benches measure tokens/s"
+            ))
+            .into());
+        }
+    }
     check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
     args.experiment.check()?;
-    let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
+    let Some(model) = &args.model else {
+        return Err(
+            UsageError("give the GGUF model with -m, or a command with --command".into()).into(),
+        );
+    };
+    let model = existing_file(model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = match &args.llama_bench {
         Some(p) => existing_file(
             p,
@@ -311,9 +448,19 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
 }
 
 /// Runs `capshim bench`.
-pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (plan, experiment) = plan(args)?;
-    experiment.finish(runner::run(&plan), |outcome| {
+pub fn execute(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let result = match args.command.take() {
+        Some(command) => {
+            let (plan, experiment) = command_plan(args, command)?;
+            (command::runner::run(&plan), experiment)
+        }
+        None => {
+            let (plan, experiment) = plan(args)?;
+            (runner::run(&plan), experiment)
+        }
+    };
+    let (result, experiment) = result;
+    experiment.finish(result, |outcome| {
         if outcome.no_result.is_empty() {
             ExitCode::SUCCESS
         } else {

@@ -17,7 +17,7 @@ pub mod runner;
 
 use std::path::PathBuf;
 
-pub use run::{Job, Measured, Output, run_one};
+pub use run::{Job, Output, run_one};
 
 use crate::arms::Arm;
 use crate::bundle::workload::Workload;

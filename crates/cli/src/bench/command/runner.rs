@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::Plan;
-use super::run::{Job, Output, SHELL, run_one};
+use super::run::SHELL;
+use super::{Job, Output, Plan, run_one};
 use crate::analysis::input::ProcessRun;
 use crate::analysis::{Role, SCHEMA_VERSION};
 use crate::arms::Arm;
