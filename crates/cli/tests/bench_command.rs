@@ -301,6 +301,23 @@ fn the_shim_reaches_the_commands_children_and_an_inactive_arm_is_refused() {
         summary["activation"]["apple9-64k"]["activated"], true,
         "{summary}"
     );
+    // The shell is never given the injection variable (macOS prunes DYLD_* from /bin/sh at
+    // launch): its value travels in CAPSHIM_BENCH_INJECT, set again by the script.
+    let env = json(&out.join("environment.json"));
+    for run in env["runs"].as_array().unwrap() {
+        let set = &run["env"]["set"];
+        assert!(set.get(common::INJECTION_VAR).is_none(), "{run}");
+        if run["arm"] == "apple9-64k" {
+            assert!(
+                set["CAPSHIM_BENCH_INJECT"]
+                    .as_str()
+                    .unwrap()
+                    .contains("capshim"),
+                "{run}"
+            );
+            assert!(run["argv"][2].as_str().unwrap().contains("export"), "{run}");
+        }
+    }
     assert_report_reproduces(&out, &read(&out.join("report.md")));
 
     // A command where nothing hooks: the unlocked arm would be stock in disguise.

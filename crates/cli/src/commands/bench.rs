@@ -66,6 +66,21 @@ bring it within. More rounds narrow the interval; more -r barely does. docs/benc
 --cooldown SECONDS pauses between one process and the next (recorded in environment.json), the
 remedy to try when the report warns of carry-over.
 
+Any workload (--command CMD, instead of -m): each arm runs `/bin/sh -c CMD` as a fresh process,
+once per round in random order, with the arm's shim, variables and `command-args=` (appended to
+CMD, each word shell-quoted); its stdout and stderr go to raw/<arm>-r<round>.stdout and .stderr.
+The value is the process's wall time (test `wall`, seconds, lower is better: speedup = stock /
+arm, so above 1 the arm is faster), or with --metric REGEX the number its first capture group
+finds in stdout, else stderr (test `metric`, higher is better; --lower-is-better flips it; --unit
+names it). --warmup N runs each arm N times first, unmeasured; --prepare CMD runs before each
+measured run, untimed, without the shim or the arm's variables. The shell runs without the shim:
+it hands the injection variable to the command (macOS strips DYLD_* from /bin/sh). The command
+runs in a process group of its own, which signals are passed on to. A run that exits non-zero,
+is killed, or prints no match of --metric fails (exit 1, naming its exit status and the last
+lines of its stderr and stdout; --keep-going records it). Statistics, verdicts, bundles, report
+and --sign are as for llama-bench; the llama-bench options (-m, -r, -p, -n, -d, --baseline,
+--llama-bench, --llama-dir, --skip-preflight, arguments after `--`) are refused with it (exit 2).
+
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
 size, modification and status-change times); after the last run they must be unchanged, or the
@@ -89,14 +104,15 @@ signal while the model is hashed stops that too, the same way.
 
 Exit codes:
   0    the bundle was written
-  1    error (llama-bench failed, the shim did not activate, bad input, bundle exists, a file
+  1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle exists, a file
        changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
        duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
        in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
-       --baseline without a test of -p/-n)
+       --baseline without a test of -p/-n; --command with a llama-bench option, --warmup,
+       --prepare or --metric without --command, a --metric without a capture group)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -106,6 +122,7 @@ Examples:
   capshim bench -m model.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
   capshim bench -m model.gguf --sign ~/.ssh/id_ed25519 -o evidence-signed
+  capshim bench --command 'python3 gen.py' --metric 'tokens/s: ([0-9.]+)' --unit tokens/s --warmup 1
 "
     )
 }
