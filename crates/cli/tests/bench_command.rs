@@ -176,6 +176,15 @@ fn a_failing_command_stops_the_bench_naming_its_exit_status_and_output() {
     .stderr(predicate::str::contains("trouble on stderr"))
     .stderr(predicate::str::contains("last words on stdout"));
     assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    // report --partial cannot show it (the values are recorded at the seal), and says so.
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "an unfinished `capshim bench --command` bundle",
+        ));
 }
 
 #[test]
