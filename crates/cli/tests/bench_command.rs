@@ -385,3 +385,65 @@ fn llama_bench_options_and_options_without_their_partner_are_refused() {
         assert!(!out.exists(), "{args:?}");
     }
 }
+
+#[test]
+fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pid_file = tmp.path().join("sleeper.pid");
+    // The shell starts a child that outlives it unless the whole group gets the signal.
+    let command = format!(r#"sleep 30 & echo $! > "{}"; wait"#, pid_file.display());
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args([
+            "bench",
+            "--command",
+            &command,
+            "--rounds",
+            "6",
+            "--arm",
+            "x=stock",
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never started");
+    }
+    let sleeper = read(&pid_file).trim().to_string();
+    let kill = |args: &[&str]| {
+        std::process::Command::new("kill")
+            .args(args)
+            .status()
+            .unwrap()
+    };
+    assert!(kill(&["-TERM", &child.id().to_string()]).success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(out.join("INCOMPLETE").is_file());
+    // The sleeper got SIGTERM too: it is gone (or a zombie being reaped), not sleeping on.
+    let mut gone = false;
+    for _ in 0..100 {
+        let alive = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ps -o stat= -p {sleeper} | grep -qv Z"))
+            .status()
+            .unwrap()
+            .success();
+        if !alive {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !gone {
+        kill(&["-KILL", &sleeper]);
+    }
+    assert!(gone, "the command's child {sleeper} outlived the bench");
+}
