@@ -121,6 +121,20 @@ fn metric_reads_the_printed_values_exactly_from_stdout_then_stderr() {
     assert_eq!(fast["verdict"], "faster");
     assert!(fast["speedup_vs_stock"].as_f64().unwrap() > 1.9);
     assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // The values come from the raw outputs: one changed (and the checksums written again) no
+    // longer gives the derived files.
+    let copy = tmp.path().join("changed");
+    std::fs::create_dir(&copy).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(out.join("."))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(copy.join("raw/stock-r1.stdout"), "tokens/s: 999\n").unwrap();
+    common::reseal(&copy);
+    common::assert_report_refuses(&copy, "summary.json");
 
     // --lower-is-better flips it: the same values make the arm slower.
     for f in ["count-100", "count-200"] {
@@ -242,7 +256,14 @@ fn warmup_runs_first_unmeasured_and_prepare_runs_before_each_measured_run() {
     let log = tmp.path().join("log");
     let command = format!(r#"echo "run ${{TAG:-stock}}" >> "{}""#, log.display());
     bench(tmp.path(), &command, &out, 6)
-        .args(["--arm", "a=stock,TAG=a", "--warmup", "2"])
+        .args([
+            "--arm",
+            "a=stock,TAG=a",
+            "--warmup",
+            "2",
+            "--cooldown",
+            "0.01",
+        ])
         .arg("--prepare")
         .arg(format!(
             r#"echo "prepare ${{TAG:-none}}" >> "{}""#,
@@ -261,6 +282,7 @@ fn warmup_runs_first_unmeasured_and_prepare_runs_before_each_measured_run() {
     }
     let env = json(&out.join("environment.json"));
     assert_eq!(env["warmup"], 2);
+    assert_eq!(env["cooldown_seconds"], 0.01);
     assert_eq!(env["warmup_runs"].as_array().unwrap().len(), 4);
     assert_eq!(env["prepare_runs"].as_array().unwrap().len(), 12);
     assert_eq!(env["runs"].as_array().unwrap().len(), 12);
