@@ -144,7 +144,8 @@ pub fn render(summary: &Summary) -> String {
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
     let mut out = format!("Medians of {}, {}.", fig.what, fig.unit);
-    if fig.command && summary.rows.iter().any(|r| r.quantity.lower_is_better()) {
+    let lower = summary.rows.iter().any(|r| r.quantity.lower_is_better());
+    if fig.command && lower {
         out.push_str(
             " Lower is better here, so each ratio below is stock / arm: above 1 the arm is faster.",
         );
@@ -180,7 +181,7 @@ pub fn render(summary: &Summary) -> String {
              speedup (the estimate from paired rounds, the same point as above) with its {level}% confidence interval \
              (each round's median against stock's in the same round; the signed-rank interval over rounds), its \
              half-width and the rounds that would bring it within ±{band}% with an 80% chance, and the ratio of \
-             the pooled medians (arm median / stock median), a description, not the estimate. The interval's \
+             the pooled medians ({pooled}), a description, not the estimate. The interval's \
              level is exact when the arm changes speed by a constant factor and nothing an arm does carries over \
              to later processes (the random order covers everything else); approximate under carry-over (in \
              simulation a 1% carry-over gave 0.88 coverage at 12 rounds on a quiet machine), for arms of very \
@@ -188,6 +189,11 @@ pub fn render(summary: &Summary) -> String {
              that is not constant, whose interval is of the pseudo-median of the rounds' ratios, neither their \
              mean nor their median (docs/bench.md, What is exact).\n\n",
             range = if fig.command { "range" } else { "samples_ts range" },
+            pooled = if lower {
+                "stock median / arm median"
+            } else {
+                "arm median / stock median"
+            },
             unit = fig.unit,
             processes = fig.processes,
         ));
