@@ -152,11 +152,38 @@ mod tests {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
+    /// The test below sends SIGHUP to its own process, and every `Forwarder` alive in it
+    /// would catch it: in the test harness's process, another test's experiment would stop as
+    /// interrupted, or pass it on to that test's child. So it runs alone, in a new process of
+    /// this test binary (`--ignored --exact`), with this variable set.
+    const ALONE: &str = "CAPSHIM_SIGNALS_TEST_ALONE";
+
     #[test]
     fn a_signal_that_arrives_before_the_child_is_known_is_passed_on_when_it_is() {
+        let name = "launch::signals::tests::held_signal_passed_on_in_a_process_of_its_own";
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", name, "--test-threads", "1"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    #[ignore = "run by the test above, in a process of its own"]
+    fn held_signal_passed_on_in_a_process_of_its_own() {
+        assert!(
+            std::env::var_os(ALONE).is_some(),
+            "run it through the test above"
+        );
         let forwarder = Forwarder::start().unwrap();
-        // SIGHUP, not SIGTERM: the test harness runs other tests in this process too, and
-        // both are forwarded the same way.
+        // SIGHUP, not SIGTERM: both are forwarded the same way, and a stray SIGTERM would
+        // kill a harness run without --exact.
         kill(Pid::this(), Signal::SIGHUP).unwrap();
         // Let the forwarding thread see it while no child is registered.
         std::thread::sleep(Duration::from_millis(300));
