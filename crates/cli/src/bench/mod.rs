@@ -6,6 +6,7 @@
 //! forwards signals, applies the one rule for failed runs, leaves the INCOMPLETE note and
 //! reports errors; what is bench's own:
 //!
+//! - [`baseline`]: the host's processes (`--baseline` files and host bench bundles), checked.
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
 //! - [`runner`]: the experiment: files identified, every slot of the rounds, then the seal.
 //! - [`executor`]: one llama-bench process, with or without the shim.
@@ -15,6 +16,7 @@
 //!
 //! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
+pub mod baseline;
 pub mod check;
 pub mod derive;
 pub mod environment;
