@@ -295,3 +295,47 @@ fn one_host_process_is_marked_and_rounded() {
         .success()
         .stdout(predicate::str::contains("% (1 host process)"));
 }
+
+#[test]
+fn report_takes_host_processes_as_bench_does() {
+    let s = setup();
+    let guest = s.tmp.path().join("guest");
+    s.bench(&guest, 8).assert().success();
+    let host = s.tmp.path().join("host-bundle");
+    s.bench(&host, 3).assert().success();
+    // A second host session, of the same model (the fake's).
+    let more = s.tmp.path().join("host-more");
+    s.bench(&more, 1).assert().success();
+    let json = capshim()
+        .args(["report", "--json"])
+        .arg(&guest)
+        .arg("--baseline")
+        .arg(&host)
+        .arg("--baseline")
+        .arg(&more)
+        .assert()
+        .success();
+    let summary: serde_json::Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
+    assert_eq!(summary["host"], "baseline", "{summary}");
+    assert_eq!(summary["schema_version"], 6);
+    let again = &summary["rows"][0]["arms"]["again"];
+    assert_eq!(
+        again["percent_of_host_basis"]["host_processes"], 4,
+        "{again}"
+    );
+    assert!(again["percent_of_host_ci95"]["low"].is_number(), "{again}");
+    // A host bundle that fails its check is refused, naming it.
+    std::fs::write(host.join("report.md"), "edited\n").unwrap();
+    capshim()
+        .arg("report")
+        .arg(&guest)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {}: ",
+            host.display()
+        )));
+}

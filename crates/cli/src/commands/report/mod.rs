@@ -4,6 +4,7 @@
 //! - [`partial`]: `--partial`, the completed rounds of an unfinished bench bundle.
 //! - [`matrix`]: `--matrix` and `--llama-json`, many bundles from many machines.
 
+pub mod baseline;
 pub mod matrix;
 pub mod open;
 pub mod partial;
@@ -165,6 +166,8 @@ pub struct ReportArgs {
     #[arg(long = "host", value_name = "NAME")]
     pub host: Option<String>,
 
+    #[command(flatten)]
+    pub baseline: baseline::BaselineArgs,
     /// Print JSON: {"rows":[{"test","n_prompt","n_gen","n_depth","arms":{NAME:{median_ts,...}}}]}.
     #[arg(long, group = "format")]
     pub json: bool,
@@ -540,9 +543,10 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             other => return report_alone(args, dir, other),
         }
     }
-    let only_bundle = layouts.len() == 1 && files.is_empty();
+    let only_bundle = layouts.len() == 1 && files.is_empty() && args.baseline.files.is_empty();
     let files_empty = files.is_empty();
-    let (arms, sequences) = arm_inputs(args, &bundles, files)?;
+    let (mut arms, sequences) = arm_inputs(args, &bundles, files)?;
+    baseline::add(&args.baseline, &mut arms)?;
     // Bundles of layout 6 alone are shown with schema 6's statistics; a layout 5 bundle, or
     // llama-bench files given with --arm, as schema 5 derives them.
     let schema6 = !layouts.is_empty() && layouts.iter().all(|l| *l >= 6) && files_empty;
