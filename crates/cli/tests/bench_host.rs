@@ -123,6 +123,17 @@ fn repeated_baselines_give_percent_of_host_an_interval() {
     assert!(md.contains("% [49."), "{md}");
     assert!(md.contains("Mann-Whitney interval"), "{md}");
     assert!(md.contains("not a drift between the two sessions"), "{md}");
+    // The host's processes pair with no round of the bench: its speedup is descriptive.
+    let host = &summary["rows"][0]["arms"]["host"];
+    assert!(host["speedup_ci95"].is_null(), "{host}");
+    assert!(host["speedup_spread"].is_array(), "{host}");
+    assert!(
+        host["speedup_no_interval"]
+            .as_str()
+            .unwrap()
+            .contains("did not run in the same capshim bench's random order"),
+        "{host}"
+    );
     let csv = read(&out.join("results.csv"));
     assert!(
         csv.lines()
