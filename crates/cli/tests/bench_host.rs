@@ -350,3 +350,23 @@ fn report_takes_host_processes_as_bench_does() {
             host.display()
         )));
 }
+
+/// A bundle reported on its own (here a selftest bundle) takes no host: refused, not ignored.
+#[test]
+fn a_bundle_shown_alone_refuses_a_baseline() {
+    let s = setup();
+    let file = s.host_file("host.json", 1000.0, 100.0);
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/selftest/selftest1-simguest");
+    capshim()
+        .arg("report")
+        .arg(&fixture)
+        .arg("--baseline")
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "it is reported on its own, without other bundles, --arm, --stock, --host or --baseline",
+        ));
+}

@@ -438,9 +438,10 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         || !args.arms.is_empty()
         || args.stock.is_some()
         || args.host.is_some()
+        || !args.baseline.files.is_empty()
     {
         usage!(
-            "{} is {what}: it is reported on its own, without other bundles, --arm, --stock or --host",
+            "{} is {what}: it is reported on its own, without other bundles, --arm, --stock, --host or --baseline",
             dir.display()
         );
     }
@@ -543,7 +544,6 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             other => return report_alone(args, dir, other),
         }
     }
-    let only_bundle = layouts.len() == 1 && files.is_empty() && args.baseline.files.is_empty();
     let files_empty = files.is_empty();
     let (mut arms, sequences) = arm_inputs(args, &bundles, files)?;
     baseline::add(&args.baseline, &mut arms)?;
@@ -568,7 +568,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         analyze(&arms)?
     };
     // One bundle alone is shown as its own layout derives it (its summary.json's number).
-    if only_bundle {
+    if layouts.len() == 1 && files_empty && args.baseline.files.is_empty() {
         summary.schema_version = layouts[0];
     }
     // As the bundle's own derivation says it: its runs --keep-going recorded as failed.
