@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    assert_report_reproduces, bench, capshim, fake_llama_bench, fake_model, read, result,
+    assert_report_reproduces, bench, capshim, fake_llama_bench, fake_model, read, reseal, result,
     write_json,
 };
 use predicates::prelude::*;
@@ -181,6 +181,22 @@ fn a_host_bench_bundle_is_checked_and_gives_its_stock_processes() {
     );
     // Both sides ran the same fake: 100% of host.
     assert_eq!(again["percent_of_host"], 100.0, "{again}");
+
+    // A host bundle whose machine record says it ran in a virtual machine is used, with a
+    // warning: percent of host is then of that guest.
+    let env_path = host.join("environment.json");
+    let mut env: serde_json::Value = serde_json::from_str(&read(&env_path)).unwrap();
+    env["machine"]["hw_model"] = "VirtualMac2,1".into();
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    reseal(&host);
+    s.bench(&s.tmp.path().join("guest-2"), 8)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "its machine record says it ran in a virtual machine (hw.model \"VirtualMac2,1\"",
+        ));
 
     // A host bundle changed after it was sealed is refused before the first run, naming it.
     let raw = host.join("raw/stock-r2.json");

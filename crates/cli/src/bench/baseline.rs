@@ -55,6 +55,26 @@ pub struct HostSource {
     pub sums: Option<PathBuf>,
     /// The tests its processes ran.
     pub tests: Vec<TestKey>,
+    /// What the reader must know about it: a host bundle whose machine record says it ran in
+    /// a virtual machine.
+    pub warnings: Vec<String>,
+}
+
+/// A warning when the bundle `dir`'s machine record (`environment.json`) says it ran in a
+/// virtual machine: Apple names its guests' hardware `VirtualMac` and their chip `(Virtual)`.
+fn made_in_a_guest(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("environment.json")).ok()?;
+    let env: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let machine = &env["machine"];
+    let hw_model = machine["hw_model"].as_str().unwrap_or_default();
+    let chip = machine["cpu_brand"].as_str().unwrap_or_default();
+    (hw_model.starts_with("VirtualMac") || chip.contains("(Virtual)")).then(|| {
+        format!(
+            "--baseline {}: its machine record says it ran in a virtual machine (hw.model {hw_model:?}, \
+             CPU {chip:?}), not on the bare-metal host; percent of host is then of that guest",
+            dir.display()
+        )
+    })
 }
 
 /// Reads one `--baseline`: a llama-bench JSON file, or a host bench bundle (checked).
@@ -72,6 +92,7 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
             files: vec![given.to_path_buf()],
             sums: None,
             tests: rows.iter().map(|r| r.key).collect(),
+            warnings: Vec::new(),
         });
     }
     let bad = |why: String| BaselineError::Bundle {
@@ -113,6 +134,7 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
         files,
         sums: Some(given.join(bundle::SUMS_FILE)),
         tests,
+        warnings: made_in_a_guest(given).into_iter().collect(),
     })
 }
 

@@ -297,6 +297,9 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             )?
         };
         let source = baseline::read_source(&given)?;
+        for warning in &source.warnings {
+            crate::term::warning(warning);
+        }
         // The tests as llama-bench will build them, capshim's -d included.
         let mut shaping = args.extra.clone();
         if let Some(depth) = &args.n_depth {

@@ -44,6 +44,9 @@ pub fn add(args: &BaselineArgs, arms: &mut Vec<ArmInput>) -> anyhow::Result<()> 
     let real = |f: &PathBuf| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
     for given in &args.files {
         let source = read_source(given)?;
+        for warning in &source.warnings {
+            crate::term::warning(warning);
+        }
         let theirs: Vec<PathBuf> = source.files.iter().map(real).collect();
         if sources
             .iter()
