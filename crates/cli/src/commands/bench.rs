@@ -21,6 +21,7 @@ fn after_help() -> String {
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
     let min = MIN_ROUNDS;
+    let exact = crate::analysis::host::EXACT_UP_TO;
     format!(
         "\
 Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
@@ -74,7 +75,7 @@ repetitions are that process's samples, not independent processes); a host bench
 as `capshim report` checks it) gives its stock arm's processes. With several host processes the
 figure is the two-sample Hodges-Lehmann estimate of the arm's rounds (per-process medians) against
 the host's processes, with its {level}% Mann-Whitney interval (exact, or its normal approximation
-beyond 2500 pairs). It needs 2 host processes and enough rounds (8 rounds with 2, 5 with 3) and
+beyond {exact} pairs). It needs 2 host processes and enough rounds (8 rounds with 2, 5 with 3) and
 assumes each side's processes are independent, with the same scatter up to a shift; the host ran
 at another time on another machine, so it covers process-to-process noise only, not a drift
 between the sessions (docs/bench.md, Percent of host). With one host process percent of host is

@@ -49,10 +49,10 @@ fn after_help() -> String {
     format!(
         "\
 Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
-(n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
-(unlocked median / stock median) and the arm named `host` (or --host) for percent of host
-(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
-lacks show as `missing`.
+(n_prompt, n_gen, n_depth), `missing` where an arm lacks one. The arm named `stock` (or --stock) is
+the reference for speedups, and `host` (or --host, or the host files or bundle of --baseline) for
+percent of host, 100 × arm median / host median: in layout-6 bundles from several host processes a
+two-sample estimate with its interval (docs/bench.md). Figures are medians of samples_ts, tokens/s.
 
 Each file is one llama-bench process (a round): file i of an arm is paired with file i of the
 stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
