@@ -326,10 +326,22 @@ fn one_host_process_is_marked_and_rounded() {
 #[test]
 fn report_takes_host_processes_as_bench_does() {
     let s = setup();
-    let guest = s.tmp.path().join("guest");
-    s.bench(&guest, 8).assert().success();
     let host = s.tmp.path().join("host-bundle");
     s.bench(&host, 3).assert().success();
+    // A guest bundle with a host of its own, 6 processes: as many as the rounds an interval
+    // needs, yet never paired with the guest's rounds.
+    let guest = s.tmp.path().join("guest");
+    let mut cmd = s.bench(&guest, 8);
+    for i in 0..6 {
+        let own = s.host_file(&format!("own{i}.json"), 2000.0 + i as f64, 200.0);
+        cmd.arg("--baseline").arg(own);
+    }
+    cmd.assert().success();
+    let own = &summary(&guest)["rows"][0]["arms"]["host"];
+    assert!(
+        own["speedup_ci95"].is_null() && own["speedup_spread"].is_array(),
+        "{own}"
+    );
     // A second host session, of the same model (the fake's).
     let more = s.tmp.path().join("host-more");
     s.bench(&more, 1).assert().success();
@@ -351,6 +363,12 @@ fn report_takes_host_processes_as_bench_does() {
         "{again}"
     );
     assert!(again["percent_of_host_ci95"]["low"].is_number(), "{again}");
+    // The guest's own host is now an ordinary arm, still not paired with the rounds.
+    let own = &summary["rows"][0]["arms"]["host"];
+    assert!(
+        own["speedup_ci95"].is_null() && own["verdict"].is_null(),
+        "{own}"
+    );
     // A host bundle that fails its check is refused, naming it.
     std::fs::write(host.join("report.md"), "edited\n").unwrap();
     capshim()

@@ -135,10 +135,11 @@ pub fn rows(
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
             // Rounds of another bench are not paired ([`across`]): a descriptive ratio only.
-            // Schema 6: the host's processes ran on another machine, never in the bench's
-            // rounds: its round numbers pair nothing.
-            let across_benches = stock_arm.is_some_and(|s| !across::one_bench(arm, s))
-                || (schema6 && arm.role == Role::Host && stock_arm.is_some());
+            // Schema 6: an arm that ran in none of the rounds of a stock arm that did (a host
+            // baseline's processes, whatever role it now has): its round numbers pair nothing.
+            let across_benches = stock_arm.is_some_and(|s| {
+                !across::one_bench(arm, s) || (schema6 && !arm.randomized && s.randomized)
+            });
             let paired = stock
                 .as_ref()
                 .filter(|_| !across_benches)

@@ -172,7 +172,8 @@ pub fn load_arms(
             args: arm.args.clone(),
             metal,
             activation: Activation::combine(&activations),
-            randomized: true,
+            // A host baseline's processes ran on another machine, in none of the rounds.
+            randomized: arm.role != "host",
         });
     }
     Ok(arms)
