@@ -1282,7 +1282,7 @@ fn a_baseline_without_the_benched_tests_is_refused_before_the_first_run() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "--baseline has the tests pp512, tg128, but this bench runs pp64, tg16",
+            "host.json has the tests pp512, tg128, but this bench runs pp64, tg16",
         ))
         .stderr(predicate::str::contains("here -p 512 -n 128"));
     assert!(!out.exists() && !log.exists(), "refused after running");
@@ -1298,7 +1298,7 @@ fn a_baseline_without_the_benched_tests_is_refused_before_the_first_run() {
         .assert()
         .success()
         .stderr(predicate::str::contains(
-            "warning: the baseline has no tg16: its percent of host will be `—`",
+            "host.json has no tg16: its percent of host will come from the other host processes, or be `—`",
         ));
 }
 

@@ -11,6 +11,8 @@
 //! - [`design`], `checks`: schema 6's carry-over estimate and unequal-durations check.
 //! - [`ranks`]: the signed-rank statistic, Walsh averages, normal and t quantiles.
 //! - [`warnings`]: the text of every warning.
+//! - [`host`]: schema 6's percent of host from several host processes, with its two-sample
+//!   interval, or from one, rounded and marked.
 //! - [`across`]: comparisons outside one bench's random order (no interval), and the host
 //!   overhead per generated token.
 
@@ -19,9 +21,12 @@ pub mod across;
 mod calibration;
 #[cfg(test)]
 mod calibration6;
+#[cfg(test)]
+mod calibration_host;
 mod checks;
 pub mod design;
 pub mod family;
+pub mod host;
 pub mod input;
 pub mod interval;
 pub mod ranks;

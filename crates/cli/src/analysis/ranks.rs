@@ -106,7 +106,7 @@ fn walsh_at_most(d: &[f64], t: f64) -> u64 {
 }
 
 /// `P(Z > x)` for a standard normal `Z`, from the two-sided series of [`normal_quantile`].
-fn normal_upper_tail(x: f64) -> f64 {
+pub fn normal_upper_tail(x: f64) -> f64 {
     let inside = normal_two_sided(x.abs());
     if x >= 0.0 {
         (1.0 - inside) / 2.0

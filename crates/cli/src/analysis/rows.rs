@@ -2,6 +2,7 @@
 //! stock and host arms that are its references.
 
 use super::across;
+use super::host;
 use super::input::{ArmInput, Derivation, Role};
 use super::interval::{self, NoInterval, RoundPair};
 use super::summary::{ArmStats, Ordered, RoundRatio, RoundStats, Row};
@@ -162,7 +163,11 @@ pub fn rows(
             }
             let stock_median = stock.as_ref().and_then(|s| stats::median(&s.samples));
             // Rounds of another bench are not paired ([`across`]): a descriptive ratio only.
-            let across_benches = stock_arm.is_some_and(|s| !across::one_bench(arm, s));
+            // Schema 6: an arm that ran in none of the rounds of a stock arm that did (a host
+            // baseline's processes, whatever role it now has): its round numbers pair nothing.
+            let across_benches = stock_arm.is_some_and(|s| {
+                !across::one_bench(arm, s) || (schema6 && !arm.randomized && s.randomized)
+            });
             let paired = stock
                 .as_ref()
                 .filter(|_| !across_benches)
@@ -206,6 +211,25 @@ pub fn rows(
                 }
             }
             let host_median = host.as_ref().and_then(|h| stats::median(&h.samples));
+            // Schema 6: the arm's rounds against the host's processes ([`host`]).
+            let host_percent =
+                host.as_ref()
+                    .zip(host_median)
+                    .filter(|_| schema6)
+                    .and_then(|(h, host_median)| {
+                        let process_medians = |m: &Merged| -> Vec<f64> {
+                            m.rounds
+                                .iter()
+                                .filter_map(|(_, v)| stats::median(v))
+                                .collect()
+                        };
+                        host::percent_of_host(
+                            &process_medians(&m),
+                            &process_medians(h),
+                            median,
+                            host_median,
+                        )
+                    });
             cells.push((
                 arm.name.clone(),
                 Some(ArmStats {
@@ -218,7 +242,12 @@ pub fn rows(
                     } else {
                         ratio_of_medians
                     },
-                    percent_of_host: host_median.map(|h| 100.0 * better(median, h)),
+                    percent_of_host: match &host_percent {
+                        Some(p) => Some(p.percent),
+                        None => host_median.map(|h| 100.0 * better(median, h)),
+                    },
+                    percent_of_host_ci95: host_percent.as_ref().and_then(|p| p.ci95),
+                    percent_of_host_basis: host_percent.map(|p| p.basis),
                     speedup_ci95: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().ok())

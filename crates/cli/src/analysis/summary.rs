@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use super::design::CarryOver;
+use super::host::HostBasis;
 use super::input::Role;
 use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
@@ -26,7 +27,20 @@ pub struct ArmStats {
     /// This arm's median / the stock arm's median; `null` for the stock arm itself or without one.
     pub speedup_vs_stock: Option<f64>,
     /// 100 × this arm's median / the host arm's median; `null` for the host arm itself or without one.
+    /// Schema 6 ([`super::host`]): with several host processes the two-sample estimate, the
+    /// point `percent_of_host_ci95` belongs to; with one, the ratio of medians rounded to
+    /// `percent_of_host_basis.resolution`.
     pub percent_of_host: Option<f64>,
+    /// Schema 6: percent of host's two-sample interval (Mann–Whitney, in percent), from the
+    /// arm's rounds against the host's processes; absent without one
+    /// (`percent_of_host_basis.no_interval` says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percent_of_host_ci95: Option<Interval>,
+    /// Schema 6: how percent of host was computed: host and guest processes, the method, the
+    /// interval's coverage, a single host process's rounding. Absent in schema 5 and without a
+    /// host arm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percent_of_host_basis: Option<HostBasis>,
     /// The speedup's confidence interval ([`CONFIDENCE_LEVEL`](super::interval::CONFIDENCE_LEVEL),
     /// 95%) from the rounds both arms ran, paired (Wilcoxon signed-rank); `null` for
     /// the stock arm, without a stock arm, or with fewer than

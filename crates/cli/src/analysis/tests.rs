@@ -494,3 +494,58 @@ fn models_are_labelled_and_warned_about_per_comparison() {
     assert_eq!(models.len(), 2, "{models:?}");
     assert!(models.iter().all(|w| w.starts_with("arm b/")), "{models:?}");
 }
+
+/// Schema 6: percent of host from several host processes gets the two-sample estimate and
+/// interval; from one, the rounded ratio of medians, marked; schema 5 keeps its ratio of
+/// medians and none of the new fields.
+#[test]
+fn percent_of_host_from_several_host_processes_and_from_one() {
+    let guest: Vec<Vec<BenchRow>> = (0..12)
+        .map(|i| vec![row("m", 512, 0, &[50.0 + (i % 4) as f64])])
+        .collect();
+    let hosts = |n: usize| -> Vec<Vec<BenchRow>> {
+        (0..n)
+            .map(|j| vec![row("m", 512, 0, &[100.0 + j as f64])])
+            .collect()
+    };
+    let six = Options {
+        derivation: Derivation::Schema6,
+        sequences: Vec::new(),
+    };
+    let arms = |n| {
+        vec![
+            arm("stock", Role::Stock, guest.clone()),
+            arm("u", Role::Other, guest.clone()),
+            arm("host", Role::Host, hosts(n)),
+        ]
+    };
+    let s = analyze_with(&arms(5), &six).unwrap();
+    let stock = s.rows[0].arms.get("stock").unwrap().as_ref().unwrap();
+    let ci = stock.percent_of_host_ci95.unwrap();
+    let p = stock.percent_of_host.unwrap();
+    assert!(
+        ci.low < p && p < ci.high && ci.low > 48.0 && ci.high < 54.0,
+        "{ci:?} {p}"
+    );
+    let basis = stock.percent_of_host_basis.as_ref().unwrap();
+    assert_eq!((basis.host_processes, basis.guest_processes), (5, 12));
+    assert!(basis.coverage.unwrap() >= 0.95);
+    let json = serde_json::to_value(stock).unwrap();
+    assert!(json["percent_of_host_ci95"]["low"].is_number(), "{json}");
+    assert_eq!(json["percent_of_host_basis"]["host_processes"], 5);
+
+    let s = analyze_with(&arms(1), &six).unwrap();
+    let stock = s.rows[0].arms.get("stock").unwrap().as_ref().unwrap();
+    // Rounds scatter by ~2.6%: 51.5 / 100 = 51.5% is shown to whole percent.
+    assert_eq!(stock.percent_of_host, Some(52.0));
+    assert_eq!(stock.percent_of_host_ci95, None);
+    let basis = stock.percent_of_host_basis.as_ref().unwrap();
+    assert_eq!((basis.host_processes, basis.resolution), (1, Some(1.0)));
+
+    let s = analyze(&arms(5)).unwrap();
+    let stock = s.rows[0].arms.get("stock").unwrap().as_ref().unwrap();
+    assert_eq!(stock.percent_of_host, Some(100.0 * 51.5 / 102.0));
+    assert_eq!(stock.percent_of_host_basis, None);
+    let json = serde_json::to_value(stock).unwrap();
+    assert!(json.get("percent_of_host_basis").is_none(), "{json}");
+}

@@ -63,6 +63,13 @@ pub struct Files {
     pub llama_bench: FileId,
     /// The shim library, when an arm used it.
     pub dylib: Option<FileId>,
-    /// The host's llama-bench JSON, when given.
+    /// The host's llama-bench JSON, when one file was given alone (`--baseline FILE`).
     pub baseline: Option<FileId>,
+    /// Every host process's llama-bench JSON, when several were given or a host bundle (`--baseline`
+    /// repeated); in the order of `raw/host-1.json`, `raw/host-2.json`...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub baselines: Vec<FileId>,
+    /// The `SHA256SUMS` of each host bench bundle given as `--baseline`, checked before the first run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub baseline_bundles: Vec<FileId>,
 }

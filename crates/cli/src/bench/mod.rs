@@ -6,6 +6,7 @@
 //! forwards signals, applies the one rule for failed runs, leaves the INCOMPLETE note and
 //! reports errors; what is bench's own:
 //!
+//! - [`baseline`]: the host's processes (`--baseline` files and host bench bundles), checked.
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
 //! - [`command`]: `bench --command`, any workload in place of llama-bench (its own plan,
 //!   process and experiment; the same derivation, bundle and report).
@@ -17,6 +18,7 @@
 //!
 //! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
+pub mod baseline;
 pub mod check;
 pub mod command;
 pub mod derive;

@@ -20,11 +20,13 @@ pub enum PlanError {
     },
     /// The host baseline has none of the tests the bench runs.
     #[error(
-        "--baseline has the tests {baseline}, but this bench runs {planned}: percent of host compares \
+        "--baseline {file} has the tests {baseline}, but this bench runs {planned}: percent of host compares \
          the same tests, and none is in both; run the bench as the baseline was run (here {fix}, and \
          the same -d), or give a baseline of these tests"
     )]
     Baseline {
+        /// The baseline file or bundle, as given.
+        file: String,
         /// The baseline's tests.
         baseline: String,
         /// The bench's tests.
@@ -114,7 +116,11 @@ pub fn planned_tests(n_prompt: &str, n_gen: &str, extra: &[String]) -> Option<Pl
 ///
 /// # Errors
 /// [`PlanError::Baseline`] naming both sides' tests and the `-p`/`-n` that would match.
-pub fn check_baseline(baseline: &[TestKey], planned: &Planned) -> Result<Vec<String>, PlanError> {
+pub fn check_baseline(
+    file: &str,
+    baseline: &[TestKey],
+    planned: &Planned,
+) -> Result<Vec<String>, PlanError> {
     let names = |keys: &[TestKey]| {
         let mut names: Vec<String> = Vec::new();
         for key in keys {
@@ -139,6 +145,7 @@ pub fn check_baseline(baseline: &[TestKey], planned: &Planned) -> Result<Vec<Str
             }
         };
         return Err(PlanError::Baseline {
+            file: file.to_string(),
             baseline: names(baseline),
             planned: names(&planned.tests),
             fix: format!(
@@ -154,7 +161,8 @@ pub fn check_baseline(baseline: &[TestKey], planned: &Planned) -> Result<Vec<Str
         .filter(|t| !baseline.contains(t))
         .map(|t| {
             format!(
-                "the baseline has no {t}: its percent of host will be `—`; the baseline has {}",
+                "the baseline {file} has no {t}: its percent of host will come from the other \
+                 host processes, or be `—`; {file} has {}",
                 names(baseline)
             )
         })
@@ -392,13 +400,22 @@ pub struct Plan {
     pub allow_inactive: bool,
     /// Record a failed run as failed and go on (`--keep-going`).
     pub keep_going: bool,
-    /// A bare-metal host's llama-bench JSON.
-    pub baseline: Option<PathBuf>,
+    /// The bare-metal host's processes: one llama-bench JSON file each (`--baseline` files,
+    /// and the stock runs of host bench bundles), in the order given.
+    pub baseline: Vec<PathBuf>,
+    /// The `SHA256SUMS` of each host bench bundle given as `--baseline`.
+    pub baseline_sums: Vec<PathBuf>,
     /// The bundle directory, or `None` for a new dated one.
     pub output: Option<PathBuf>,
 }
 
 impl Plan {
+    /// Whether the baseline is one llama-bench file given alone, kept as `raw/host.json` and
+    /// recorded as `files.baseline` (as before several host processes were accepted).
+    pub fn single_baseline(&self) -> bool {
+        self.baseline.len() == 1 && self.baseline_sums.is_empty()
+    }
+
     /// llama-bench's arguments, after the program name.
     pub fn llama_args(&self) -> Vec<String> {
         let mut args = vec![

@@ -81,7 +81,7 @@ fn identify_files(plan: &Plan, cx: &Context) -> Result<(Files, Vec<Stamp>), Expe
         stamps.push(stamp);
         Ok(id)
     };
-    let files = Files {
+    let mut files = Files {
         model: one(&plan.model, "model")?,
         llama_bench: one(&plan.llama_bench, "llama-bench")?,
         dylib: plan
@@ -89,12 +89,22 @@ fn identify_files(plan: &Plan, cx: &Context) -> Result<(Files, Vec<Stamp>), Expe
             .as_deref()
             .map(|p| one(p, "shim library"))
             .transpose()?,
-        baseline: plan
+        baseline: None,
+        baselines: plan
             .baseline
-            .as_deref()
+            .iter()
             .map(|p| one(p, "baseline"))
-            .transpose()?,
+            .collect::<Result<_, _>>()?,
+        baseline_bundles: plan
+            .baseline_sums
+            .iter()
+            .map(|p| one(p, "baseline bundle's SHA256SUMS"))
+            .collect::<Result<_, _>>()?,
     };
+    // One file given alone is recorded as before several were accepted.
+    if plan.single_baseline() {
+        files.baseline = files.baselines.pop();
+    }
     Ok((files, stamps))
 }
 

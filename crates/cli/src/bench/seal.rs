@@ -44,23 +44,33 @@ pub fn seal(
     records: &[RunRecord],
     args: Vec<String>,
 ) -> Result<Outcome, ExperimentError> {
-    if let Some(baseline) = &plan.baseline {
-        let rel = format!("{RAW_DIR}/host.json");
-        std::fs::copy(baseline, dir.join(&rel))
-            .map_err(io("cannot copy into the bundle", baseline))?;
+    if !plan.baseline.is_empty() {
+        // Each host process a run of the host arm: raw/host.json for one file given alone (the
+        // layout before several were accepted), else raw/host-1.json, raw/host-2.json...
+        let mut runs = Vec::new();
+        for (i, baseline) in plan.baseline.iter().enumerate() {
+            let rel = if plan.single_baseline() {
+                format!("{RAW_DIR}/host.json")
+            } else {
+                format!("{RAW_DIR}/host-{}.json", i + 1)
+            };
+            std::fs::copy(baseline, dir.join(&rel))
+                .map_err(io("cannot copy into the bundle", baseline))?;
+            runs.push(ManifestRun {
+                round: i as u32 + 1,
+                json: rel,
+                stderr: None,
+                status: None,
+                failed: None,
+            });
+        }
         manifest.arms.push(ManifestArm {
             name: "host".into(),
             role: "host".into(),
             profile: None,
             shim: false,
             args: Vec::new(),
-            runs: vec![ManifestRun {
-                round: 1,
-                json: rel,
-                stderr: None,
-                status: None,
-                failed: None,
-            }],
+            runs,
         });
     }
 

@@ -226,7 +226,8 @@ pub fn load_arms_with(
             args: arm.args.clone(),
             metal,
             activation: Activation::combine(&activations),
-            randomized: true,
+            // A host baseline's processes ran on another machine, in none of the rounds.
+            randomized: arm.role != "host",
         });
     }
     Ok(arms)

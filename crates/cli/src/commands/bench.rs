@@ -10,11 +10,11 @@ use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::bench::command::{self, Plan as CommandPlan};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
-use crate::bench::runner;
+use crate::bench::{baseline, runner};
 use crate::bundle::workload::{DEFAULT_UNIT, Measure, Workload};
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
-use crate::llama::{read_bench_file, tools};
+use crate::llama::tools;
 use crate::platform::facts;
 
 /// The text after the options: how bench runs, its statistics (with the constants they use),
@@ -23,6 +23,7 @@ fn after_help() -> String {
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
     let min = MIN_ROUNDS;
+    let exact = crate::analysis::host::EXACT_UP_TO;
     format!(
         "\
 Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
@@ -87,9 +88,21 @@ size, modification and status-change times); after the last run they must be unc
 bench stops naming the file. A --baseline that
 shares no test with -p/-n/-d is refused before the first run; tests it lacks are named.
 
+Percent of host: each --baseline file is one llama-bench process on the bare-metal host (its -r
+repetitions are that process's samples, not independent processes); a host bench bundle (checked
+as `capshim report` checks it) gives its stock arm's processes. With several host processes the
+figure is the two-sample Hodges-Lehmann estimate of the arm's rounds (per-process medians) against
+the host's processes, with its {level}% Mann-Whitney interval (exact, or its normal approximation
+beyond {exact} pairs). It needs 2 host processes and enough rounds (8 rounds with 2, 5 with 3) and
+assumes each side's processes are independent, with the same scatter up to a shift; the host ran
+at another time on another machine, so it covers process-to-process noise only, not a drift
+between the sessions (docs/bench.md, Percent of host). With one host process percent of host is
+the ratio of medians, rounded to the guest's round-to-round spread and marked `(1 host process)`.
+
 Output: results on stdout (Markdown, or JSON with --json), progress on stderr, and an evidence
 bundle directory that is never overwritten. Primary files: raw/<arm>-r<round>.json, .stderr and
-.status.jsonl, raw/host.json (--baseline), environment.json (the machine, the files' checksums,
+.status.jsonl, raw/host.json (one --baseline file; raw/host-1.json, host-2.json... for
+several host processes), environment.json (the machine, the files' checksums,
 every command line, and the manifest of raw files). Derived from them: summary.json, results.csv,
 report.md, chart.svg. SHA256SUMS lists every file's SHA-256: it shows that no file changed since
 it was written, but anyone who edits the files can write a new one; `capshim report BUNDLE_DIR`
@@ -104,20 +117,23 @@ signal while the model is hashed stops that too, the same way.
 
 Exit codes:
   0    the bundle was written
-  1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle exists, a file
-       changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
+  1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle
+       exists, a file changed during the runs, a --baseline bundle that fails its check or host
+       files of different models or settings, a --sign key that cannot sign here, signing failed: the bundle
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
        duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
        in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
-       --baseline without a test of -p/-n; --command with a llama-bench option, --warmup,
-       --prepare or --metric without --command, a --metric without a capture group)
+       --baseline without a test of -p/-n, a --baseline file or bundle given twice; --command with
+       a llama-bench option, --warmup, --prepare or --metric without --command, a --metric without
+       a capture group)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
   capshim bench -m model.gguf --baseline host.json --rounds 12 -o evidence-m1-ultra
+  capshim bench -m model.gguf --baseline host-bench-bundle -o evidence-vs-host   # host processes: its stock arm
   capshim bench -m model.gguf --profile again=stock   # A/A check: expect no difference
   capshim bench -m model.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
@@ -195,9 +211,14 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub arms: ArmArgs,
 
-    /// llama-bench JSON from the bare-metal host (`-o json`), for percent of host.
-    #[arg(long = "baseline", value_name = "HOST.json")]
-    pub baseline: Option<PathBuf>,
+    /// The bare-metal host, for percent of host: a llama-bench JSON file made there (`-o
+    /// json`; one file is one llama-bench process, its -r repetitions that process's
+    /// samples), or a bench bundle made there (its stock arm's processes are the host's,
+    /// the bundle checked as `capshim report` checks it). Repeat for several host processes:
+    /// from 2 on (and enough rounds), percent of host gets a 95% two-sample interval; with
+    /// one, it is rounded to the guest's spread and marked as a single host process.
+    #[arg(long = "baseline", value_name = "HOST.json|HOST_BUNDLE")]
+    pub baseline: Vec<PathBuf>,
 
     /// Repetitions per test in each llama-bench process (llama-bench -r). The interval is
     /// built on rounds, not repetitions: more rounds narrow it, more repetitions barely do.
@@ -422,26 +443,50 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     } else {
         None
     };
-    let baseline = match &args.baseline {
-        Some(p) => {
-            let p = existing_file(p, "baseline", "give the host's llama-bench -o json file")?;
-            let keys: Vec<_> = read_bench_file(&p)?.iter().map(|r| r.key).collect();
-            // The tests as llama-bench will build them, capshim's -d included.
-            let mut shaping = args.extra.clone();
-            if let Some(depth) = &args.n_depth {
-                shaping.extend(["-d".to_string(), depth.clone()]);
-            }
-            if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &shaping) {
-                let warnings =
-                    check_baseline(&keys, &planned).map_err(|e| UsageError(e.to_string()))?;
-                for warning in warnings {
-                    crate::term::warning(warning);
-                }
-            }
-            Some(p)
+    let mut sources = Vec::new();
+    for given in &args.baseline {
+        let given = if given.is_dir() {
+            given.clone()
+        } else {
+            existing_file(
+                given,
+                "baseline",
+                "give the host's llama-bench -o json file, or a bench bundle made on the host",
+            )?
+        };
+        let source = baseline::read_source(&given)?;
+        for warning in &source.warnings {
+            crate::term::warning(warning);
         }
-        None => None,
-    };
+        // The tests as llama-bench will build them, capshim's -d included.
+        let mut shaping = args.extra.clone();
+        if let Some(depth) = &args.n_depth {
+            shaping.extend(["-d".to_string(), depth.clone()]);
+        }
+        if let Some(planned) = planned_tests(&args.n_prompt, &args.n_gen, &shaping) {
+            let shown = source.given.display().to_string();
+            let warnings = check_baseline(&shown, &source.tests, &planned)
+                .map_err(|e| UsageError(e.to_string()))?;
+            for warning in warnings {
+                crate::term::warning(warning);
+            }
+        }
+        let real = |f: &PathBuf| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        let theirs: Vec<PathBuf> = source.files.iter().map(real).collect();
+        if sources
+            .iter()
+            .any(|s: &baseline::HostSource| s.files.iter().any(|f| theirs.contains(&real(f))))
+        {
+            return Err(UsageError(format!(
+                "--baseline {} is given twice: each host process counts once; give each file or \
+                 bundle once",
+                given.display()
+            ))
+            .into());
+        }
+        sources.push(source);
+    }
+    baseline::check_one_host(&sources)?;
     Ok((
         Plan {
             llama_bench,
@@ -457,7 +502,8 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             dylib,
             allow_inactive: args.arms.allow_inactive,
             keep_going: args.experiment.keep_going,
-            baseline,
+            baseline: sources.iter().flat_map(|s| s.files.clone()).collect(),
+            baseline_sums: sources.iter().filter_map(|s| s.sums.clone()).collect(),
             output: args.output,
         },
         args.experiment,

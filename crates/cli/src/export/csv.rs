@@ -2,7 +2,8 @@
 //! sample and round counts), a column per arm, then per compared arm the speedup, its
 //! interval (low, high, half-width), verdict and the rounds that would bring it within the
 //! noise band (schema 6: then the ratio of medians, `ratio_of_medians`, the speedup being the
-//! paired rounds' estimate), and percent of host.
+//! paired rounds' estimate), and percent of host (schema 6 with a host arm: then its
+//! two-sample interval, the host processes and a single process's rounding).
 
 use super::{ExportError, Exporter, cell};
 use crate::analysis::{ArmStats, Summary};
@@ -51,6 +52,29 @@ fn speedup_cells(s: Option<&ArmStats>) -> Vec<String> {
     ]
 }
 
+/// Percent of host's own columns (schema 6 with a host arm), after `percent_of_host`.
+const HOST_COLUMNS: [&str; 4] = [
+    "percent_of_host_ci95_low",
+    "percent_of_host_ci95_high",
+    "host_processes",
+    "percent_of_host_resolution",
+];
+
+/// The cells of [`HOST_COLUMNS`] for one arm's statistics, empty where absent.
+fn host_cells(stats: Option<&ArmStats>) -> Vec<String> {
+    let text = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let ci = stats.and_then(|s| s.percent_of_host_ci95);
+    let basis = stats.and_then(|s| s.percent_of_host_basis.as_ref());
+    vec![
+        text(ci.map(|c| c.low)),
+        text(ci.map(|c| c.high)),
+        basis
+            .map(|b| b.host_processes.to_string())
+            .unwrap_or_default(),
+        text(basis.and_then(|b| b.resolution)),
+    ]
+}
+
 fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
     let compared: Vec<&str> = summary
         .arm_order
@@ -60,6 +84,13 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
         .collect();
     // Schema 6: `speedup` is the paired estimate, and the ratio of medians has its own column.
     let schema6 = summary.schema_version >= 6;
+    // Schema 6 with a host arm: percent of host's interval and basis have columns of their own.
+    let two_sample = summary.rows.iter().any(|r| {
+        r.arms.0.iter().any(|(_, s)| {
+            s.as_ref()
+                .is_some_and(|s| s.percent_of_host_basis.is_some())
+        })
+    });
     let mut w = ::csv::Writer::from_writer(Vec::new());
     let mut header = vec![
         "workload".to_string(),
@@ -80,6 +111,11 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
         }
         if summary.host.is_some() {
             header.push(format!("percent_of_host {arm}"));
+            if two_sample {
+                for column in HOST_COLUMNS {
+                    header.push(format!("{column} {arm}"));
+                }
+            }
         }
     }
     w.write_record(&header)?;
@@ -134,6 +170,9 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                             .map(|v| v.to_string())
                             .unwrap_or_default(),
                     );
+                    if two_sample {
+                        record.extend(host_cells(s));
+                    }
                 }
             }
             w.write_record(&record)?;

@@ -3,7 +3,7 @@
 //! reported, and the warnings.
 
 use super::{
-    ExportError, Exporter, cell, figures, format_figure, format_half_width, format_percent,
+    ExportError, Exporter, cell, figures, format_figure, format_half_width, format_host,
     format_precision, format_speedup, format_speedup_claim, format_ts,
 };
 use crate::analysis::family::{level_text, out_of_reach_text};
@@ -92,6 +92,58 @@ fn family_text(family: &VerdictFamily) -> String {
     )
 }
 
+/// Schema 6's paragraph on percent of host, after the main table, when a cell has a basis
+/// ([`crate::analysis::host`]): what is computed, what it assumes, and each reason an arm's
+/// percent has no interval.
+fn host_text(summary: &Summary) -> String {
+    let mut bases = Vec::new();
+    for (i, row) in summary.rows.iter().enumerate() {
+        // The arms the table shows a percent of host for.
+        for arm in summary.other_arms() {
+            if let Some(b) = cell(summary, i, arm).and_then(|s| s.percent_of_host_basis.as_ref()) {
+                bases.push((format!("{arm} {}", row.test), b));
+            }
+        }
+    }
+    if bases.is_empty() {
+        return String::new();
+    }
+    let level = percent_text(CONFIDENCE_LEVEL);
+    let mut out = "\nPercent of host: 100 × the arm's speed / the host's.".to_string();
+    if bases.iter().any(|(_, b)| b.host_processes > 1) {
+        out.push_str(&format!(
+        " With several host processes, the \
+         two-sample Hodges-Lehmann estimate from the arm's rounds (each process's median) against the \
+         host's processes, and its {level}% Mann-Whitney interval (exact up to {} pairs, else its normal \
+         approximation). It assumes independent processes on each side whose scatter differs only by \
+         a shift; the guest and the host ran at different times on different machines, so it covers \
+         the scatter from process to process, not a drift between the two sessions (docs/bench.md, \
+         Percent of host).",
+        crate::analysis::host::EXACT_UP_TO
+    ));
+    }
+    if bases.iter().any(|(_, b)| b.host_processes == 1) {
+        out.push_str(
+            " With one host process: the ratio of medians, rounded to the guest's round-to-round \
+             spread (a single host process is off by about that much), marked `(1 host process)`.",
+        );
+    }
+    out.push('\n');
+    let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
+    for (who, basis) in &bases {
+        if let Some(reason) = &basis.no_interval {
+            match reasons.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, arms)) => arms.push(who.clone()),
+                None => reasons.push((reason, vec![who.clone()])),
+            }
+        }
+    }
+    for (reason, arms) in reasons {
+        out.push_str(&format!("\nOf host, {}: {reason}.\n", arms.join(", ")));
+    }
+    out
+}
+
 /// The Markdown report of `summary`.
 pub fn render(summary: &Summary) -> String {
     let others = summary.other_arms();
@@ -136,7 +188,7 @@ pub fn render(summary: &Summary) -> String {
                 cells.push(s.map_or_else(|| format_speedup(None), format_speedup_claim));
             }
             if summary.host.is_some() {
-                cells.push(format_percent(s.and_then(|s| s.percent_of_host)));
+                cells.push(format_host(s));
             }
         }
         rows.push(cells);
@@ -172,6 +224,7 @@ pub fn render(summary: &Summary) -> String {
     }
     out.push_str("\n\n");
     out.push_str(&table(&headers, &aligns, &rows));
+    out.push_str(&host_text(summary));
 
     // Details: every arm's spread and the speedup's interval and precision.
     let schema6 = summary.schema_version >= 6;

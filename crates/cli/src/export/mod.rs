@@ -160,6 +160,30 @@ pub fn format_percent(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}%"))
 }
 
+/// The main table's percent of host: with a two-sample interval (schema 6, several host
+/// processes), the estimate and the interval, `52.31% [50.12 54.80]`; with a single host
+/// process, the figure rounded to its resolution and marked, `52% (1 host process)`;
+/// otherwise as [`format_percent`].
+pub fn format_host(stats: Option<&ArmStats>) -> String {
+    let Some(s) = stats else {
+        return format_percent(None);
+    };
+    match (
+        s.percent_of_host,
+        s.percent_of_host_ci95,
+        &s.percent_of_host_basis,
+    ) {
+        (Some(p), Some(ci), _) => format!("{p:.2}% [{:.2} {:.2}]", ci.low, ci.high),
+        (Some(p), None, Some(basis)) if basis.host_processes == 1 => {
+            let digits = basis
+                .resolution
+                .map_or(2, |r| (-r.log10().round()).max(0.0) as usize);
+            format!("{p:.digits$}% (1 host process)")
+        }
+        (p, _, _) => format_percent(p),
+    }
+}
+
 /// The statistics of `arm` in row `row`, when the arm has the test.
 pub fn cell<'a>(summary: &'a Summary, row: usize, arm: &str) -> Option<&'a ArmStats> {
     summary.rows[row].arms.get(arm).and_then(Option::as_ref)
@@ -193,6 +217,8 @@ mod tests {
             samples: 30,
             speedup_vs_stock: Some(1.19),
             percent_of_host: None,
+            percent_of_host_ci95: None,
+            percent_of_host_basis: None,
             speedup_ci95: precision.map(|p| p.interval),
             verdict: precision.map(|_| Verdict::Inconclusive),
             speedup_precision: precision,

@@ -301,3 +301,61 @@ fn a_carry_over_the_evidence_shows_is_warned_and_kept_in_the_summary() {
     let json = serde_json::to_value(&s).unwrap();
     assert!(json["rows"][0]["arms"]["unlocked"]["carryover"]["high"].is_f64());
 }
+
+/// Percent of host in the tables: with several host processes its interval, with one the
+/// rounded figure marked as a single host process, each with the paragraph saying how.
+#[test]
+fn percent_of_host_is_shown_with_its_interval_or_marked_as_one_host_process() {
+    let with_hosts = |n: usize| {
+        let mut arms = bench(12, 2.0);
+        arms.push(arm(
+            "host",
+            Role::Host,
+            (0..n)
+                .map(|j| {
+                    let w = 1.0 + 0.01 * j as f64;
+                    vec![
+                        row("m", 512, 0, &[400.0 * w]),
+                        row("m", 0, 128, &[40.0 * w]),
+                    ]
+                })
+                .collect(),
+        ));
+        schema6(&arms)
+    };
+    let md = Markdown.render(&with_hosts(4)).unwrap();
+    let line = md.lines().find(|l| l.contains("| pp512 |")).unwrap();
+    // unlocked at 200 tokens/s against a host at 400–412: about 49.6%, with its interval.
+    assert!(line.contains("% [4"), "{line}");
+    assert!(md.contains("two-sample Hodges-Lehmann estimate"), "{md}");
+    assert!(!md.contains("(1 host process)"), "{md}");
+    let csv = crate::export::csv::Csv.render(&with_hosts(4)).unwrap();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .contains("host_processes unlocked"),
+        "{csv}"
+    );
+
+    let md = Markdown.render(&with_hosts(1)).unwrap();
+    let line = md.lines().find(|l| l.contains("| pp512 |")).unwrap();
+    assert!(line.contains("% (1 host process)"), "{line}");
+    assert!(
+        md.contains("Of host, unlocked pp512, again pp512, unlocked tg128, again tg128: no interval: a single host process"),
+        "{md}"
+    );
+    assert!(!md.contains("With several host processes"), "{md}");
+    // Schema 5 shows its ratio of medians, no interval, no mark, no paragraph.
+    let mut arms = bench(12, 2.0);
+    arms.push(arm(
+        "host",
+        Role::Host,
+        vec![vec![row("m", 512, 0, &[400.0])]],
+    ));
+    let md = Markdown.render(&analyze(&arms).unwrap()).unwrap();
+    assert!(
+        !md.contains("host process") && !md.contains("Percent of host:"),
+        "{md}"
+    );
+}

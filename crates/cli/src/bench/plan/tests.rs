@@ -101,7 +101,8 @@ fn an_arms_bench_args_may_not_change_what_is_measured_or_repeat_the_shared_ones(
             dylib: None,
             allow_inactive: false,
             keep_going: false,
-            baseline: None,
+            baseline: Vec::new(),
+            baseline_sums: Vec::new(),
             output: None,
         };
         plan.arms.push(arm.clone());
@@ -139,22 +140,25 @@ fn planned_tests_follow_llama_bench_and_a_baseline_must_share_one() {
     assert_eq!(planned_tests("512", "128", &args(&["-d"])), None);
 
     let host = planned_tests("512", "128", &[]).unwrap().tests;
-    let err = check_baseline(&host, &planned_tests("64", "16", &[]).unwrap())
+    let err = check_baseline("h.json", &host, &planned_tests("64", "16", &[]).unwrap())
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("--baseline has the tests pp512, tg128, but this bench runs pp64, tg16"),
+        err.contains(
+            "--baseline h.json has the tests pp512, tg128, but this bench runs pp64, tg16"
+        ),
         "{err}"
     );
     assert!(err.contains("here -p 512 -n 128"), "{err}");
-    let warnings = check_baseline(&host, &planned_tests("512", "16", &[]).unwrap()).unwrap();
+    let warnings =
+        check_baseline("h.json", &host, &planned_tests("512", "16", &[]).unwrap()).unwrap();
     assert_eq!(warnings.len(), 1);
     assert!(
-        warnings[0].starts_with("the baseline has no tg16"),
+        warnings[0].starts_with("the baseline h.json has no tg16"),
         "{warnings:?}"
     );
     assert!(
-        check_baseline(&host, &planned_tests("512", "128", &[]).unwrap())
+        check_baseline("h.json", &host, &planned_tests("512", "128", &[]).unwrap())
             .unwrap()
             .is_empty()
     );

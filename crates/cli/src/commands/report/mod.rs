@@ -4,6 +4,8 @@
 //! - [`partial`]: `--partial`, the completed rounds of an unfinished bench bundle.
 //! - [`matrix`]: `--matrix` and `--llama-json`, many bundles from many machines.
 
+pub mod baseline;
+mod help;
 pub mod matrix;
 pub mod open;
 pub mod partial;
@@ -20,10 +22,8 @@ use sha2::{Digest, Sha256};
 use self::open::{Opened, Signers, open};
 use super::{UsageError, out};
 use crate::analysis::input::ProcessRun;
-use crate::analysis::{
-    ArmInput, Derivation, Options, Role, RunInput, analyze, analyze_with, interval,
-};
-use crate::bundle::schema::{Kind, as_written, derivable, unverified_mark};
+use crate::analysis::{ArmInput, Derivation, Options, Role, RunInput, analyze, analyze_with};
+use crate::bundle::schema::{Kind, as_written, unverified_mark};
 use crate::bundle::{self, BundleError};
 use crate::export::rounds_svg::RoundsSvg;
 use crate::export::{Exporter, csv::Csv, json::Json, markdown::Markdown, svg::Svg};
@@ -43,111 +43,9 @@ macro_rules! usage {
     };
 }
 
-/// The text after the options; the statistics' constants come from [`interval`].
-fn after_help() -> String {
-    format!(
-        "\
-Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
-(n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
-(unlocked median / stock median) and the arm named `host` (or --host) for percent of host
-(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s (a `bench --command`
-bundle's: its wall time in seconds, or its metric in its unit, lower-is-better ones as stock /
-arm); rows an arm lacks show as `missing`.
-
-Each file is one llama-bench process (a round): file i of an arm is paired with file i of the
-stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict
-(faster, slower, no measurable difference within ±{band}%, inconclusive) from at least {min} such
-pairs, as `capshim bench --help` describes; with fewer it has none, and the report says why.
-In a bench bundle the level is exact when the arm changes speed by a constant factor and nothing
-carries over between processes, and approximate under carry-over, for arms of very different
-durations under wall-clock disturbances, and for an effect that is not constant (the pseudo-median
-of the rounds' ratios) (docs/bench.md, What is exact). For --arm files capshim cannot know the
-order they ran in: their interval holds only if each round's ratio scatters symmetrically and
-independently around the true one (docs/bench.md, The method).
-{BUNDLES_HELP}{layouts}{AFTER_HELP}",
-        layouts = layouts_help(),
-        level = interval::percent_text(interval::CONFIDENCE_LEVEL),
-        band = interval::percent_text(interval::NOISE),
-        min = interval::MIN_ROUNDS,
-    )
-}
-
-/// The paragraph on layouts, naming the ones this capshim derives.
-fn layouts_help() -> String {
-    let list = |kind| {
-        let v: Vec<String> = derivable(&kind).iter().map(u32::to_string).collect();
-        v.join(", ")
-    };
-    format!(
-        "
-
-A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
-file and the field: a kind other than bench, verify or selftest, or a schema_version
-(environment.json, or summary.json in the oldest bundles) that is not one it derives (bench
-{bench}; verify {verify}; selftest {selftest}; the layouts earlier capshims wrote, and why they
-are not derived, are in docs/bundles.md). With --as-written its checksums (and signature) are
-still checked, and its own report.md (summary.json with --json, results.csv with --csv,
-chart.svg with --svg) is printed as written after a first line on stdout starting
-`UNVERIFIED:` (the same on stderr), exit code 4. It is shown on its own.",
-        bench = list(Kind::Bench),
-        verify = list(Kind::Verify),
-        selftest = list(Kind::Selftest),
-    )
-}
-
-const BUNDLES_HELP: &str = "
-
-BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify` or
-`capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
-(no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
-SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
-results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md) is
-derived again from the primary files (raw/ and environment.json) and must match byte for byte.
-What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
-write a new one; only a signature says who sealed it): docs/bundles.md.";
-
-const AFTER_HELP: &str = "
-
-Several bench bundles give one table, arms named <bundle>/<arm>, each compared only with its own
-bundle's stock and host arms (no percent of host when its bundle has no host arm), unless --stock /
---host name an arm, which every arm then uses. An arm compared with a stock arm of another bundle
-(or a bundle's arm with --arm files) did not run in one bench's random order with it: it gets a
-ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
-bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
-within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
-(docs/report.md). A verify bundle's report (summary.json with --json),
-or a selftest bundle's (checks.json with --json), is printed on its own.
-
-Exit codes:
-  0  the report was printed
-  1  error (unreadable input, with the OS error; non-llama-bench input; models disagree within an
-     arm; ssh-keygen missing for --allowed-signers ...)
-  2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file or a copy of it
-     twice in one --arm, one arm name given twice, the same bundle twice, --stock/--host naming
-     no arm or both naming one)
-  3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
-     added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
-     unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
-     note says why), or a derived file is not what its raw files derive to (SHA256SUMS
-     regenerated after an edit), or its kind or schema_version is not a layout this capshim
-     derives again (without --as-written), or, with --allowed-signers, its signature is
-     missing or bad
-  4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
-     files were not derived again, or --partial the completed rounds of an unfinished bench
-
-Examples:
-  capshim report --arm host=host.json --arm stock=stock.json --arm unlocked=unlocked.json
-  capshim report --arm stock=s1.json,s2.json --arm apple9-64k=u1.json,u2.json --json
-  capshim report capshim-bench-20261130-210000
-  capshim report bundle-m1 bundle-m2 --csv
-  capshim report --matrix bundle-m1 bundle-m4 verify-m1 --csv
-  capshim report --llama-json bundle-m1 > arms.json
-  capshim report --allowed-signers allowed_signers --identity me@example.com capshim-bench-20261130-210000
-";
-
 /// Arguments of `capshim report`.
 #[derive(Debug, Args)]
-#[command(after_help = after_help())]
+#[command(after_help = help::after_help())]
 pub struct ReportArgs {
     /// Evidence bundle directories written by `capshim bench`, `capshim verify` or `capshim selftest`.
     #[arg(value_name = "BUNDLE_DIR")]
@@ -166,6 +64,8 @@ pub struct ReportArgs {
     #[arg(long = "host", value_name = "NAME")]
     pub host: Option<String>,
 
+    #[command(flatten)]
+    pub baseline: baseline::BaselineArgs,
     /// Print JSON: {"rows":[{"test","n_prompt","n_gen","n_depth","arms":{NAME:{median_ts,...}}}]}.
     #[arg(long, group = "format")]
     pub json: bool,
@@ -436,9 +336,10 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         || !args.arms.is_empty()
         || args.stock.is_some()
         || args.host.is_some()
+        || !args.baseline.files.is_empty()
     {
         usage!(
-            "{} is {what}: it is reported on its own, without other bundles, --arm, --stock or --host",
+            "{} is {what}: it is reported on its own, without other bundles, --arm, --stock, --host or --baseline",
             dir.display()
         );
     }
@@ -541,9 +442,9 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             other => return report_alone(args, dir, other),
         }
     }
-    let only_bundle = layouts.len() == 1 && files.is_empty();
     let files_empty = files.is_empty();
-    let (arms, sequences) = arm_inputs(args, &bundles, files)?;
+    let (mut arms, sequences) = arm_inputs(args, &bundles, files)?;
+    baseline::add(&args.baseline, &mut arms)?;
     // Bundles of layout 6 alone are shown with schema 6's statistics; a layout 5 bundle, or
     // llama-bench files given with --arm, as schema 5 derives them.
     let schema6 = !layouts.is_empty() && layouts.iter().all(|l| *l >= 6) && files_empty;
@@ -565,7 +466,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         analyze(&arms)?
     };
     // One bundle alone is shown as its own layout derives it (its summary.json's number).
-    if only_bundle {
+    if layouts.len() == 1 && files_empty && args.baseline.files.is_empty() {
         summary.schema_version = layouts[0];
     }
     // As the bundle's own derivation says it: its runs --keep-going recorded as failed.
