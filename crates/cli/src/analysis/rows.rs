@@ -244,7 +244,14 @@ pub fn rows(
                     },
                     percent_of_host: match &host_percent {
                         Some(p) => Some(p.percent),
-                        None => host_median.map(|h| 100.0 * better(median, h)),
+                        // 100 × arm / host in this order, as schema 5 derived it (byte for byte).
+                        None => host_median.map(|h| {
+                            if lower {
+                                100.0 * h / median
+                            } else {
+                                100.0 * median / h
+                            }
+                        }),
                     },
                     percent_of_host_ci95: host_percent.as_ref().and_then(|p| p.ci95),
                     percent_of_host_basis: host_percent.map(|p| p.basis),
