@@ -1,0 +1,6 @@
+//! `capshim tune`: the fastest correct settings for this guest, found by a budgeted search.
+//!
+//! - [`knobs`]: the catalogue of settings worth trying (a data file in the repository), and
+//!   which of them exist on this platform and llama.cpp build.
+//! - [`search`]: successive halving over the candidates against the reference arm, in
+//!   random-order rounds, and the rule for declaring a winner.
