@@ -6,13 +6,15 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::UsageError;
-use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
+use super::experiment::{
+    ArmArgs, ExperimentArgs, LlamaBenchArgs, existing_file, sealed_failure,
+};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
-use crate::llama::{read_bench_file, tools};
+use crate::llama::read_bench_file;
 use crate::platform::facts;
 
 /// The text after the options: how bench runs, its statistics (with the constants they use),
@@ -115,19 +117,8 @@ pub struct BenchArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
     pub model: PathBuf,
 
-    /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
-    /// setup cache of scripts/llama/build.sh].
-    #[arg(
-        long = "llama-bench",
-        value_name = "PATH",
-        conflicts_with = "llama_dir"
-    )]
-    pub llama_bench: Option<PathBuf>,
-
-    /// The folder of llama.cpp's tools (llama-bench, llama-perplexity, llama-completion,
-    /// test-backend-ops), e.g. a llama.cpp build's build/bin.
-    #[arg(long = "llama-dir", value_name = "DIR")]
-    pub llama_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub llama: LlamaBenchArgs,
 
     #[command(flatten)]
     pub arms: ArmArgs,
@@ -228,14 +219,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
     args.experiment.check()?;
     let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
-    let llama_bench = match &args.llama_bench {
-        Some(p) => existing_file(
-            p,
-            "llama-bench",
-            "give the llama-bench executable with --llama-bench",
-        )?,
-        None => tools::find("llama-bench", args.llama_dir.as_deref())?,
-    };
+    let llama_bench = args.llama.llama_bench()?;
     let arms = args.arms.resolve(true, &[])?;
     check_arm_args(&arms, &args.extra).map_err(|e| UsageError(e.to_string()))?;
     for arm in &arms {
@@ -299,7 +283,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             rounds: args.rounds,
             cooldown: args.cooldown.unwrap_or_default(),
             dylib,
-            allow_inactive: args.arms.allow_inactive,
+            allow_inactive: args.arms.shim.allow_inactive,
             keep_going: args.experiment.keep_going,
             baseline,
             output: args.output,
