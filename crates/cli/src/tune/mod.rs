@@ -4,3 +4,25 @@
 //!   which of them exist on this platform and llama.cpp build.
 //! - [`search`]: successive halving over the candidates against the reference arm, in
 //!   random-order rounds, and the rule for declaring a winner.
+//!
+//! The command's own parts (the experiment of [`crate::experiment`]):
+//!
+//! - [`plan`]: the reference, the candidates as arms, bench's llama-bench plan, the budget.
+//! - [`runner`]: the experiment: stages of random-order rounds, the combinations after the
+//!   first stage, the winner verified ([`verifier`]: `capshim verify` into the bundle), the
+//!   seal.
+//! - [`figure`]: a candidate's figure in one round, its log throughput ratio to the reference.
+//! - [`manifest`]: what the derived files come from; [`derive`]: the search replayed, the
+//!   winner decided; [`render`]: `report.md` and the recommendation profile file; [`check`]:
+//!   `capshim report` on a tune bundle.
+
+pub mod check;
+pub mod derive;
+pub mod figure;
+pub mod knobs;
+pub mod manifest;
+pub mod plan;
+pub mod render;
+pub mod runner;
+pub mod search;
+pub mod verifier;

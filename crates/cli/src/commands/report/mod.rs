@@ -81,9 +81,9 @@ fn layouts_help() -> String {
         "
 
 A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
-file and the field: a kind other than bench, verify or selftest, or a schema_version
+file and the field: a kind other than bench, verify, selftest or tune, or a schema_version
 (environment.json, or summary.json in the oldest bundles) that is not one it derives (bench
-{bench}; verify {verify}; selftest {selftest}; the layouts earlier capshims wrote, and why they
+{bench}; verify {verify}; selftest {selftest}; tune {tune}; the layouts earlier capshims wrote, and why they
 are not derived, are in docs/bundles.md). With --as-written its checksums (and signature) are
 still checked, and its own report.md (summary.json with --json, results.csv with --csv,
 chart.svg with --svg) is printed as written after a first line on stdout starting
@@ -91,16 +91,18 @@ chart.svg with --svg) is printed as written after a first line on stdout startin
         bench = list(Kind::Bench),
         verify = list(Kind::Verify),
         selftest = list(Kind::Selftest),
+        tune = list(Kind::Tune),
     )
 }
 
 const BUNDLES_HELP: &str = "
 
-BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify` or
-`capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify`,
+`capshim selftest` or `capshim tune`. Each is checked before anything is shown: every file against its SHA256SUMS
 (no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
 SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
-results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md) is
+results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md; tune: summary.json,
+report.md, recommended.toml, and each verify bundle inside it as a verify bundle) is
 derived again from the primary files (raw/ and environment.json) and must match byte for byte.
 What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
 write a new one; only a signature says who sealed it): docs/bundles.md.";
@@ -114,7 +116,7 @@ bundle's stock and host arms (no percent of host when its bundle has no host arm
 ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
 bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
 within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
-(docs/report.md). A verify bundle's report (summary.json with --json),
+(docs/report.md). A verify or tune bundle's report (summary.json with --json),
 or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:
@@ -148,7 +150,8 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = after_help())]
 pub struct ReportArgs {
-    /// Evidence bundle directories written by `capshim bench`, `capshim verify` or `capshim selftest`.
+    /// Evidence bundle directories written by `capshim bench`, `capshim verify`, `capshim selftest`
+    /// or `capshim tune`.
     #[arg(value_name = "BUNDLE_DIR")]
     pub bundles: Vec<PathBuf>,
 
@@ -421,16 +424,7 @@ fn arm_inputs(
 
 /// Prints a bundle that is reported on its own: a verify bundle, or one of another layout.
 fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result<ExitCode> {
-    let what = match &opened {
-        Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
-        Opened::Selftest { .. } => "a `capshim selftest` bundle".to_string(),
-        Opened::AsWritten { header, .. } => format!(
-            "a {} bundle of schema_version {}, shown as written",
-            header.kind.name(),
-            header.version_text()
-        ),
-        Opened::Bench(..) => unreachable!("bench bundles of this layout are combined"),
-    };
+    let what = opened.what();
     if args.bundles.len() > 1
         || !args.arms.is_empty()
         || args.stock.is_some()
@@ -445,10 +439,14 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         Opened::Verify {
             markdown,
             summary_json,
+        }
+        | Opened::Tune {
+            markdown,
+            summary_json,
         } => {
             if args.csv || args.svg || args.rounds_svg {
                 usage!(
-                    "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
+                    "{} is {what}: only --json (its summary.json) or --markdown apply to it",
                     dir.display()
                 );
             }

@@ -1,0 +1,327 @@
+//! `capshim tune`: the fastest correct settings for this guest, by a budgeted search of the
+//! knob catalogue against a reference arm, into an evidence bundle with a recommendation.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::UsageError;
+use super::experiment::{ExperimentArgs, LlamaBenchArgs, ShimArgs, existing_file};
+use crate::analysis::interval::{MIN_ROUNDS, NOISE};
+use crate::arms::{Arm, STOCK, Spec};
+use crate::bench::plan::{Plan as BenchPlan, check_arm_args, check_extra_args};
+use crate::launch::environment::ScopeArg;
+use crate::launch::{Os, preflight};
+use crate::llama::tools;
+use crate::platform::facts;
+use crate::tune::knobs::Candidate;
+use crate::tune::plan::{ArmOptions, Plan, Reference, VERIFY_SHARE, VerifySetup, parse_budget};
+use crate::tune::manifest::RECOMMENDATION;
+use crate::tune::runner;
+use crate::tune::search::Config;
+
+/// How many of the best single knobs are combined after the first stage.
+const COMBINE_BEST: usize = 3;
+
+const AFTER_HELP: &str = "\
+What it tries: the knobs of the catalogue (crates/cli/data/knobs.toml; docs/tune.md) that exist on
+this platform and in the llama.cpp found, one at a time from the reference arm; knobs that do not
+apply here are left out with a note (on stderr and in the bundle). After the first stage the best
+single knobs that ran faster than the reference are combined, and the combinations join the search.
+
+How: successive halving in rounds. Each round runs the reference and every candidate still in the
+race once each, as fresh llama-bench processes, in an order drawn at random for that round; a
+candidate's figure in a round is the log of its throughput over the reference's in the same round
+(the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of at
+least 6 rounds; the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
+A winner must beat the reference by an interval wholly above the +2% band; otherwise the result is
+`no setting beats the reference here`.
+
+Budget: the search spends 80% of --budget; the processes left are estimated from the seconds per
+process so far, and a stage is cut short when its time is up, so the search ends at most one round
+late. The rest is kept to verify the winner against the reference with `capshim verify` (KL
+divergence, top-1 agreement, perplexity, greedy text, and Metal kernels where the build has them),
+into verify-<label>/ in the bundle. A winner that is not `equivalent` is rejected and the next
+candidate beating the band is verified, while the budget holds as long as the last verify took.
+
+Output: the report on stdout (Markdown, or summary.json with --json), progress on stderr, and an
+evidence bundle that is never overwritten: raw/<arm>-r<round>.json and .stderr per llama-bench
+process, the verify bundles, environment.json (the machine, the files' checksums, every arm and
+command line, the budget, the knobs left out, the manifest), and derived from them summary.json,
+report.md and, with a winner, recommended.toml (a profile file: `capshim run --profile-file
+recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify), then SHA256SUMS.
+`capshim report BUNDLE_DIR` checks it and derives it again. A signal (Ctrl-C, SIGTERM, SIGHUP) is
+passed on to the running tool; the bundle is left unsealed with an INCOMPLETE note.
+
+Exit codes:
+  0    the search completed, with a winner or with none
+  1    error (llama-bench or verify failed, the shim did not activate, no knob applies here, bad
+       input, bundle exists, a file changed during the runs, a --sign key that cannot sign here)
+  2    bad command line (also: a --budget without a unit, a refused llama-bench option after `--`,
+       a bad --reference)
+  129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
+
+Examples:
+  capshim tune -m model.gguf
+  capshim tune -m model.gguf --budget 1h -o tune-m1-ultra
+  capshim tune -m model.gguf --reference apple9-64k --budget 4m -- -ngl 99
+  capshim tune -m model.gguf -p 0 -n 128          # tune token generation alone
+";
+
+/// Arguments of `capshim tune`.
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct TuneArgs {
+    /// The GGUF model to tune for.
+    #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
+    pub model: PathBuf,
+
+    #[command(flatten)]
+    pub llama: LlamaBenchArgs,
+
+    /// The arm to beat, and the one every candidate starts from: [LABEL=]ITEM[,ITEM...] as
+    /// bench's --arm [default: native where the host chip is known, else apple9-64k].
+    #[arg(long = "reference", value_name = "ARM")]
+    pub reference: Option<String>,
+
+    /// The time the whole run may take, search and verify: a number with a unit, s, m or h
+    /// (90s, 4m, 1h, 1h30m). The run ends within it plus one round (and the first verify).
+    #[arg(long = "budget", default_value = "15m", value_name = "DURATION", value_parser = parse_budget)]
+    pub budget: Duration,
+
+    /// Repetitions per test in each llama-bench process (llama-bench -r).
+    #[arg(
+        short = 'r',
+        long = "repetitions",
+        default_value_t = 3,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub repetitions: u32,
+
+    /// Prompt tokens (llama-bench -p); 0 leaves prompt processing out of the figure.
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        default_value = "512",
+        value_name = "TOKENS"
+    )]
+    pub n_prompt: String,
+
+    /// Generated tokens (llama-bench -n); 0 leaves generation out of the figure.
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        default_value = "128",
+        value_name = "TOKENS"
+    )]
+    pub n_gen: String,
+
+    /// Bundle directory to create (must not exist) [default: ./capshim-tune-YYYYMMDD-HHMMSS,
+    /// UTC, with -2, -3... appended when taken].
+    #[arg(short = 'o', long = "output", value_name = "BUNDLE_DIR")]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub shim: ShimArgs,
+
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
+
+    /// Extra llama-bench arguments for every arm, after `--` (e.g. `-- -ngl 99`); refused as
+    /// bench refuses them.
+    #[arg(last = true, value_name = "LLAMA_BENCH_ARGS")]
+    pub extra: Vec<String>,
+}
+
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+/// The reference arm from `--reference`, or the default arm.
+fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
+    let Some(text) = &args.reference else {
+        let arm = args
+            .shim
+            .resolve(&[], true, &[])?
+            .pop()
+            .expect("the default arm");
+        let items = arm.profile_name.clone();
+        return Ok(Reference { arm, items });
+    };
+    if text == STOCK {
+        return Ok(Reference {
+            arm: Arm::stock(),
+            items: STOCK.to_string(),
+        });
+    }
+    let spec: Spec = crate::arms::spec::parse(text).map_err(|e| usage(e.to_string()))?;
+    let items = match text.split_once('=') {
+        Some((label, items)) if label == spec.label => items.to_string(),
+        _ => text.clone(),
+    };
+    let arm = args
+        .shim
+        .resolve(std::slice::from_ref(text), false, &[])?
+        .pop()
+        .expect("the reference arm");
+    Ok(Reference { arm, items })
+}
+
+/// The candidates of the catalogue that apply here, as arms; the knobs left out, with why.
+fn candidates(
+    args: &TuneArgs,
+    reference: &Reference,
+    llama_bench: &std::path::Path,
+) -> anyhow::Result<(Vec<(Candidate, Arm)>, Vec<String>)> {
+    let options = ArmOptions {
+        cpu_brand: args.shim.cpu_brand.clone(),
+        allow_beyond_hardware: args.shim.allow_beyond_hardware,
+    };
+    let (singles, mut left_out) = tmp_singles(&reference.arm, llama_bench)?;
+    let mut out = Vec::new();
+    for c in singles {
+        if c.label == reference.arm.name || out.iter().any(|(o, _): &(Candidate, Arm)| o.label == c.label)
+        {
+            left_out.push(format!("{}: its label is taken", c.label));
+            continue;
+        }
+        let spec = c.arm_spec(&reference.items);
+        match options.resolve(&spec).and_then(|arm| {
+            check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm)
+        }) {
+            Ok(arm) => out.push((c, arm)),
+            Err(e) => left_out.push(format!("{}: {e}", c.label)),
+        }
+    }
+    Ok((out, left_out))
+}
+
+/// Builds and checks the plan from the command line.
+fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
+    check_extra_args(&args.extra).map_err(|e| usage(e.to_string()))?;
+    args.experiment.check()?;
+    let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
+    let llama_bench = args.llama.llama_bench()?;
+    let reference = reference(&args)?;
+    let (candidates, left_out) = candidates(&args, &reference, &llama_bench)?;
+    for note in &left_out {
+        crate::term::note(format!("left out: {note}"));
+    }
+    if candidates.is_empty() {
+        anyhow::bail!(
+            "no knob of the catalogue applies here (see the notes above), so there is nothing to \
+             tune; docs/tune.md lists the knobs and where each exists"
+        );
+    }
+    let mut arms = vec![reference.arm.clone()];
+    arms.extend(candidates.iter().map(|(_, arm)| arm.clone()));
+    let needs_shim = arms.iter().any(|a| a.profile.is_some());
+    let dylib = if let Some((path, arches)) = args.shim.shim_library(needs_shim)? {
+        let launch = preflight::Launch {
+            program: &llama_bench,
+            library: &path,
+            library_arches: &arches,
+            scope: ScopeArg::Children,
+            os: Os::current(),
+            skip_program: false,
+        };
+        for warning in preflight::check(&facts::Real::default(), &launch)? {
+            crate::term::warning(warning);
+        }
+        Some(path)
+    } else {
+        None
+    };
+    let llama_dir = match &args.llama.llama_dir {
+        Some(dir) => dir.clone(),
+        None => llama_bench
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    let mut shim_args = Vec::new();
+    if let Some(path) = &dylib {
+        shim_args.extend(["--dylib".to_string(), path.display().to_string()]);
+    }
+    if let Some(brand) = &args.shim.cpu_brand {
+        shim_args.extend(["--cpu-brand".to_string(), brand.clone()]);
+    }
+    if args.shim.allow_beyond_hardware {
+        shim_args.push("--allow-beyond-hardware".to_string());
+    }
+    if args.shim.allow_inactive {
+        shim_args.push("--allow-inactive".to_string());
+    }
+    let verify = VerifySetup {
+        capshim: std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the capshim executable to run verify: {e}"))?,
+        kernel_tests: tools::find("test-backend-ops", Some(&llama_dir)).is_ok(),
+        llama_dir,
+        shim_args,
+    };
+    debug_assert!(VERIFY_SHARE < 1.0);
+    Ok((
+        Plan {
+            bench: BenchPlan {
+                llama_bench,
+                model,
+                repetitions: args.repetitions,
+                n_prompt: args.n_prompt,
+                n_gen: args.n_gen,
+                n_depth: None,
+                extra: args.extra,
+                arms,
+                rounds: 0,
+                cooldown: Duration::ZERO,
+                dylib,
+                allow_inactive: args.shim.allow_inactive,
+                keep_going: args.experiment.keep_going,
+                baseline: None,
+                output: args.output,
+            },
+            reference,
+            candidates: candidates.into_iter().map(|(c, _)| c).collect(),
+            left_out,
+            budget: args.budget,
+            config: Config {
+                first_rounds: MIN_ROUNDS,
+                band: NOISE,
+            },
+            arm_options: ArmOptions {
+                cpu_brand: args.shim.cpu_brand,
+                allow_beyond_hardware: args.shim.allow_beyond_hardware,
+            },
+            verify,
+            combine_best: COMBINE_BEST,
+            combine: tmp_combine,
+        },
+        args.experiment,
+    ))
+}
+
+/// Runs `capshim tune`.
+pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
+    let (plan, experiment) = plan(args)?;
+    experiment.finish(runner::run(&plan), |outcome| {
+        match &outcome.winner {
+            Some(winner) if outcome.recommended => crate::term::note(format!(
+                "winner {winner}: its settings are in {}",
+                outcome.bundle.dir.join(RECOMMENDATION).display()
+            )),
+            Some(winner) => crate::term::note(format!("winner {winner}")),
+            None => crate::term::note("no setting beats the reference here"),
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+// TEMPORARY until t-search lands the catalogue.
+fn tmp_singles(_r: &Arm, _l: &std::path::Path) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
+    todo!()
+}
+fn tmp_combine(_c: &[Candidate]) -> Vec<Candidate> {
+    todo!()
+}
