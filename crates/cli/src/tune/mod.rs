@@ -26,3 +26,6 @@ pub mod render;
 pub mod runner;
 pub mod search;
 pub mod verifier;
+
+#[cfg(test)]
+mod calibration;
