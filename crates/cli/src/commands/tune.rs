@@ -320,8 +320,28 @@ pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
 
 // TEMPORARY until t-search lands the catalogue.
 fn tmp_singles(_r: &Arm, _l: &std::path::Path) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
-    todo!()
+    use crate::tune::knobs::Setting;
+    let one = |label: &str, knob: &str, value: &str, items: &[&str]| Candidate {
+        label: label.into(),
+        settings: vec![Setting { knob: knob.into(), value: value.into(), arm_items: items.iter().map(|s| s.to_string()).collect() }],
+    };
+    Ok((vec![
+        one("fa-0", "flash-attn", "0", &["bench-args=-fa 0", "common-args=-fa off"]),
+        one("fa-1", "flash-attn", "1", &["bench-args=-fa 1", "common-args=-fa on"]),
+        one("ub-256", "ubatch", "256", &["bench-args=-ub 256", "common-args=-ub 256"]),
+        one("b-1024", "batch", "1024", &["bench-args=-b 1024", "common-args=-b 1024"]),
+        one("t-1", "threads", "1", &["bench-args=-t 1", "common-args=-t 1"]),
+    ], vec!["GGML_METAL_NO_RESIDENCY: not on linux".into()]))
 }
-fn tmp_combine(_c: &[Candidate]) -> Vec<Candidate> {
-    todo!()
+fn tmp_combine(c: &[Candidate]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for i in 0..c.len() { for j in i+1..c.len() {
+        if c[i].settings[0].knob == c[j].settings[0].knob { continue; }
+        let mut bench = Vec::new(); let mut common = Vec::new();
+        let mut settings = Vec::new();
+        for x in [&c[i], &c[j]] { for s in &x.settings { settings.push(s.clone()); for it in &s.arm_items { if let Some(b) = it.strip_prefix("bench-args=") { bench.push(b.to_string()) } else if let Some(b) = it.strip_prefix("common-args=") { common.push(b.to_string()) } } } }
+        let _ = (bench, common);
+        out.push(Candidate { label: format!("{}+{}", c[i].label, c[j].label), settings });
+    }}
+    out
 }

@@ -145,7 +145,7 @@ fn figures(dir: &Path, m: &Manifest) -> Result<Figures, DeriveError> {
 }
 
 /// The search replayed from the manifest's stages and the rounds' figures.
-pub fn replay(dir: &Path, m: &Manifest) -> Result<Outcome, DeriveError> {
+pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
     let figures = figures(dir, m)?;
     let mut halving = Halving::new(
         m.initial(),
@@ -178,13 +178,17 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Outcome, DeriveError> {
         };
         halving.record(&planned, &logs);
     }
+    // Candidates added after the last stage that ran (the time was up before they could).
+    if known < m.candidates.len() && m.candidates[known..].iter().all(|c| c.added_after_stage.is_some()) {
+        known = halving.add(m.candidates.len() - known).end;
+    }
     if known != m.candidates.len() {
         return Err(DeriveError::Manifest(format!(
             "lists {} candidates, but its stages add up to {known}",
             m.candidates.len()
         )));
     }
-    Ok(halving.outcome())
+    Ok(halving)
 }
 
 /// One candidate in `summary.json`, best first.
@@ -196,6 +200,8 @@ pub struct CandidateSummary {
     pub settings: Vec<SettingRecord>,
     /// Rounds it ran against the reference.
     pub rounds: usize,
+    /// Its ratio to the reference in each of those rounds, in the order run.
+    pub round_ratios: Vec<f64>,
     /// Hodges–Lehmann estimate of its throughput over the reference's (a ratio).
     pub estimate: Option<f64>,
     /// The interval the winner rule read: low end (a ratio).
@@ -265,7 +271,8 @@ impl Derived {
 /// [`DeriveError`] when a raw file cannot be read or gives no result, or the manifest does not
 /// describe a search.
 pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
-    let outcome = replay(dir, m)?;
+    let halving = replay(dir, m)?;
+    let outcome = halving.outcome();
     let labels: Vec<String> = m.candidates.iter().map(|c| c.label.clone()).collect();
     let verified: Vec<VerifyResult> = m.verify.iter().map(|v| verify_result(dir, v)).collect();
     let winner = winner(&qualifying(&outcome, m.band), &labels, &verified);
@@ -289,6 +296,7 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
                     label: c.label.clone(),
                     settings: c.settings.clone(),
                     rounds: r.rounds,
+                    round_ratios: halving.logs(r.candidate).iter().map(|l| l.exp()).collect(),
                     estimate: r.estimate,
                     interval_low: r.interval.as_ref().map(|i| i.low),
                     interval_high: r.interval.as_ref().map(|i| i.high),

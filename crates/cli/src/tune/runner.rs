@@ -215,6 +215,10 @@ impl<'a> Search<'a> {
                 (left.as_secs_f64() / (self.seconds / self.processes as f64)) as usize
             };
             let Some(stage) = self.halving.next_stage(processes_left) else {
+                // Over, or no round fits in the time left.
+                if self.halving.next_stage(usize::MAX).is_some() {
+                    self.manifest.ended = "budget".to_string();
+                }
                 break;
             };
             let mut record = StageRecord {
@@ -225,8 +229,7 @@ impl<'a> Search<'a> {
                 rounds: Vec::new(),
             };
             added = 0;
-            cx.progress.total =
-                (self.processes + stage.rounds * (stage.alive.len() + 1)) as u64;
+            cx.progress.total = (self.processes + stage.processes()) as u64;
             let mut logs = vec![Vec::new(); stage.alive.len()];
             for r in 1..=stage.rounds {
                 if self.left().is_zero() {
@@ -259,11 +262,13 @@ impl<'a> Search<'a> {
             }
             self.halving.record(&stage, &logs);
             self.manifest.stages.push(record);
-            if stage.number == 1 {
-                added = self.combine()?;
-            }
             if self.manifest.ended == "budget" {
                 break;
+            }
+            // Combinations only from a first stage that ran in full: its estimates are what
+            // picks the knobs to combine.
+            if stage.number == 1 {
+                added = self.combine()?;
             }
         }
         bar.finish_and_clear();
