@@ -267,3 +267,63 @@ fn equal_settings_give_no_winner_and_exit_0_and_a_relabelled_bundle_is_refused()
     reseal(&out);
     capshim().arg("report").arg(&out).assert().code(3);
 }
+
+#[test]
+fn a_faster_setting_verify_finds_different_is_rejected() {
+    let s = setup();
+    let out = s.tmp.path().join("rejected");
+    s.tune(&out, "5s")
+        .env("FAKE_FAST", "-fa 1")
+        .env("FAKE_KLD_ARGS", "-fa on")
+        .env("FAKE_KLD", "0.500000")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "verify found it different against the reference; it is rejected",
+        ));
+    let sum = summary(&out);
+    let fast = with_item(&sum, "bench-args=-fa 1");
+    assert!(fast["interval_low"].as_f64().unwrap() > 1.02, "{fast:#}");
+    assert_eq!(sum["winner"], serde_json::Value::Null, "{sum:#}");
+    assert_eq!(sum["verify"]["label"], fast["label"]);
+    assert_eq!(sum["verify"]["verdict"], "different");
+    assert!(!out.join("recommended.toml").exists());
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn ctrl_c_leaves_an_incomplete_bundle_and_exits_130() {
+    let s = setup();
+    let out = s.tmp.path().join("stopped");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(s.tmp.path())
+        .arg("tune")
+        .arg("-m")
+        .arg(&s.model)
+        .arg("--llama-dir")
+        .arg(&s.bin)
+        .arg("--dylib")
+        .arg(&s.shim)
+        .args(["--allow-inactive", "--budget", "2m", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once a few processes ran, Ctrl-C.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_dir(out.join("raw")).map_or(0, |d| d.count()) < 6 {
+        assert!(std::time::Instant::now() < deadline, "tune ran nothing");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(note.contains("capshim tune"), "{note}");
+    assert!(!out.join("SHA256SUMS").exists());
+    capshim().arg("report").arg(&out).assert().code(3);
+}
