@@ -23,7 +23,17 @@ fn tune_searches_the_knobs_of_cpu_llama_cpp_within_its_budget() {
         .arg(&llama)
         .arg("--dylib")
         .arg(real_shim())
-        .args(["--allow-inactive", "--budget", "50s", "-r", "2", "-p", "32", "-n", "8"])
+        .args([
+            "--allow-inactive",
+            "--budget",
+            "50s",
+            "-r",
+            "2",
+            "-p",
+            "32",
+            "-n",
+            "8",
+        ])
         .arg("-o")
         .arg(&out)
         .args(["--", "-t", "1"])
@@ -39,7 +49,9 @@ fn tune_searches_the_knobs_of_cpu_llama_cpp_within_its_budget() {
     assert!(candidates.len() >= 3, "{summary:#}");
     // The first stage runs every candidate 6 rounds, unless the budget ran out first.
     assert!(
-        candidates.iter().any(|c| c["rounds"].as_u64().unwrap() >= 6),
+        candidates
+            .iter()
+            .any(|c| c["rounds"].as_u64().unwrap() >= 6),
         "{summary:#}"
     );
     // A knob given after `--` is not searched, and the run says so.

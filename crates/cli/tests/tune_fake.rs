@@ -148,7 +148,13 @@ impl Setup {
             .arg(&self.bin)
             .arg("--dylib")
             .arg(&self.shim)
-            .args(["--allow-inactive", "--reference", "apple9-64k", "--budget", budget])
+            .args([
+                "--allow-inactive",
+                "--reference",
+                "apple9-64k",
+                "--budget",
+                budget,
+            ])
             .arg("-o")
             .arg(out);
         cmd
@@ -213,7 +219,10 @@ fn a_planted_faster_setting_wins_is_verified_and_recommended() {
     // The recommendation is a profile file with the winner's arguments.
     let profile = read(&out.join("recommended.toml"));
     assert!(profile.contains("bench = [\"-fa\", \"1\"]"), "{profile}");
-    assert!(stdout.contains(&format!("**Winner: `{label}`**")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("**Winner: `{label}`**")),
+        "{stdout}"
+    );
     // report checks the bundle (and the verify bundle in it) and derives the same report.
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
     // The recommendation is derived: an edit under a new SHA256SUMS is found.

@@ -6,9 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::UsageError;
-use super::experiment::{
-    ArmArgs, ExperimentArgs, LlamaBenchArgs, existing_file, sealed_failure,
-};
+use super::experiment::{ArmArgs, ExperimentArgs, LlamaBenchArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;

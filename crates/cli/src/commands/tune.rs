@@ -17,8 +17,8 @@ use crate::launch::{Os, preflight};
 use crate::llama::tools;
 use crate::platform::facts;
 use crate::tune::knobs::Candidate;
-use crate::tune::plan::{ArmOptions, Plan, Reference, VERIFY_SHARE, VerifySetup, parse_budget};
 use crate::tune::manifest::RECOMMENDATION;
+use crate::tune::plan::{ArmOptions, Plan, Reference, VerifySetup, parse_budget};
 use crate::tune::runner;
 use crate::tune::search::Config;
 
@@ -170,12 +170,15 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
     Ok(Reference { arm, items })
 }
 
+/// A candidate and the arm it runs as.
+type Runnable = (Candidate, Arm);
+
 /// The candidates of the catalogue that apply here, as arms; the knobs left out, with why.
 fn candidates(
     args: &TuneArgs,
     reference: &Reference,
     llama_bench: &std::path::Path,
-) -> anyhow::Result<(Vec<(Candidate, Arm)>, Vec<String>)> {
+) -> anyhow::Result<(Vec<Runnable>, Vec<String>)> {
     let options = ArmOptions {
         cpu_brand: args.shim.cpu_brand.clone(),
         allow_beyond_hardware: args.shim.allow_beyond_hardware,
@@ -183,15 +186,15 @@ fn candidates(
     let (singles, mut left_out) = tmp_singles(&reference.arm, llama_bench)?;
     let mut out = Vec::new();
     for c in singles {
-        if c.label == reference.arm.name || out.iter().any(|(o, _): &(Candidate, Arm)| o.label == c.label)
-        {
+        if c.label == reference.arm.name || out.iter().any(|(o, _): &Runnable| o.label == c.label) {
             left_out.push(format!("{}: its label is taken", c.label));
             continue;
         }
         let spec = c.arm_spec(&reference.items);
-        match options.resolve(&spec).and_then(|arm| {
-            check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm)
-        }) {
+        match options
+            .resolve(&spec)
+            .and_then(|arm| check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm))
+        {
             Ok(arm) => out.push((c, arm)),
             Err(e) => left_out.push(format!("{}: {e}", c.label)),
         }
@@ -256,13 +259,13 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         shim_args.push("--allow-inactive".to_string());
     }
     let verify = VerifySetup {
-        capshim: std::env::current_exe()
-            .map_err(|e| anyhow::anyhow!("cannot find the capshim executable to run verify: {e}"))?,
+        capshim: std::env::current_exe().map_err(|e| {
+            anyhow::anyhow!("cannot find the capshim executable to run verify: {e}")
+        })?,
         kernel_tests: tools::find("test-backend-ops", Some(&llama_dir)).is_ok(),
         llama_dir,
         shim_args,
     };
-    debug_assert!(VERIFY_SHARE < 1.0);
     Ok((
         Plan {
             bench: BenchPlan {
@@ -323,25 +326,76 @@ fn tmp_singles(_r: &Arm, _l: &std::path::Path) -> anyhow::Result<(Vec<Candidate>
     use crate::tune::knobs::Setting;
     let one = |label: &str, knob: &str, value: &str, items: &[&str]| Candidate {
         label: label.into(),
-        settings: vec![Setting { knob: knob.into(), value: value.into(), arm_items: items.iter().map(|s| s.to_string()).collect() }],
+        settings: vec![Setting {
+            knob: knob.into(),
+            value: value.into(),
+            arm_items: items.iter().map(|s| s.to_string()).collect(),
+        }],
     };
-    Ok((vec![
-        one("fa-0", "flash-attn", "0", &["bench-args=-fa 0", "common-args=-fa off"]),
-        one("fa-1", "flash-attn", "1", &["bench-args=-fa 1", "common-args=-fa on"]),
-        one("ub-256", "ubatch", "256", &["bench-args=-ub 256", "common-args=-ub 256"]),
-        one("b-1024", "batch", "1024", &["bench-args=-b 1024", "common-args=-b 1024"]),
-        one("t-1", "threads", "1", &["bench-args=-t 1", "common-args=-t 1"]),
-    ], vec!["GGML_METAL_NO_RESIDENCY: not on linux".into()]))
+    Ok((
+        vec![
+            one(
+                "fa-0",
+                "flash-attn",
+                "0",
+                &["bench-args=-fa 0", "common-args=-fa off"],
+            ),
+            one(
+                "fa-1",
+                "flash-attn",
+                "1",
+                &["bench-args=-fa 1", "common-args=-fa on"],
+            ),
+            one(
+                "ub-256",
+                "ubatch",
+                "256",
+                &["bench-args=-ub 256", "common-args=-ub 256"],
+            ),
+            one(
+                "b-1024",
+                "batch",
+                "1024",
+                &["bench-args=-b 1024", "common-args=-b 1024"],
+            ),
+            one(
+                "t-1",
+                "threads",
+                "1",
+                &["bench-args=-t 1", "common-args=-t 1"],
+            ),
+        ],
+        vec!["GGML_METAL_NO_RESIDENCY: not on linux".into()],
+    ))
 }
 fn tmp_combine(c: &[Candidate]) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for i in 0..c.len() { for j in i+1..c.len() {
-        if c[i].settings[0].knob == c[j].settings[0].knob { continue; }
-        let mut bench = Vec::new(); let mut common = Vec::new();
-        let mut settings = Vec::new();
-        for x in [&c[i], &c[j]] { for s in &x.settings { settings.push(s.clone()); for it in &s.arm_items { if let Some(b) = it.strip_prefix("bench-args=") { bench.push(b.to_string()) } else if let Some(b) = it.strip_prefix("common-args=") { common.push(b.to_string()) } } } }
-        let _ = (bench, common);
-        out.push(Candidate { label: format!("{}+{}", c[i].label, c[j].label), settings });
-    }}
+    for i in 0..c.len() {
+        for j in i + 1..c.len() {
+            if c[i].settings[0].knob == c[j].settings[0].knob {
+                continue;
+            }
+            let mut bench = Vec::new();
+            let mut common = Vec::new();
+            let mut settings = Vec::new();
+            for x in [&c[i], &c[j]] {
+                for s in &x.settings {
+                    settings.push(s.clone());
+                    for it in &s.arm_items {
+                        if let Some(b) = it.strip_prefix("bench-args=") {
+                            bench.push(b.to_string())
+                        } else if let Some(b) = it.strip_prefix("common-args=") {
+                            common.push(b.to_string())
+                        }
+                    }
+                }
+            }
+            let _ = (bench, common);
+            out.push(Candidate {
+                label: format!("{}+{}", c[i].label, c[j].label),
+                settings,
+            });
+        }
+    }
     out
 }

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-
 use serde::Serialize;
 
 use super::figure::{log_ratio, medians};
@@ -52,7 +51,11 @@ pub fn verify_result(dir: &Path, record: &VerifyRecord) -> VerifyResult {
     let verdict = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["arms"][&record.label]["verdict"].as_str().map(String::from))
+        .and_then(|v| {
+            v["arms"][&record.label]["verdict"]
+                .as_str()
+                .map(String::from)
+        })
         .unwrap_or_else(|| "failed".to_string());
     VerifyResult {
         label: record.label.clone(),
@@ -179,7 +182,11 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
         halving.record(&planned, &logs);
     }
     // Candidates added after the last stage that ran (the time was up before they could).
-    if known < m.candidates.len() && m.candidates[known..].iter().all(|c| c.added_after_stage.is_some()) {
+    if known < m.candidates.len()
+        && m.candidates[known..]
+            .iter()
+            .all(|c| c.added_after_stage.is_some())
+    {
         known = halving.add(m.candidates.len() - known).end;
     }
     if known != m.candidates.len() {

@@ -122,7 +122,10 @@ pub fn profile_file(winner: &CandidateRecord) -> String {
          # Use: capshim run --profile-file {RECOMMENDATION} -- CMD, or an arm file={RECOMMENDATION}.\n",
         winner.label
     );
-    out.push_str(&format!("name = {}\n", quoted(&format!("tune-{}", winner.label))));
+    out.push_str(&format!(
+        "name = {}\n",
+        quoted(&format!("tune-{}", winner.label))
+    ));
     if let Some(family) = r.apple_family_max {
         out.push_str(&format!("apple_family_max = {family}\n"));
     }
@@ -188,7 +191,10 @@ mod tests {
         .unwrap();
         assert_eq!(resolved.name, "tune-fa-1");
         let p = resolved.profile.unwrap();
-        assert_eq!((p.apple_family_max, p.max_threadgroup_memory), (1009, 65536));
+        assert_eq!(
+            (p.apple_family_max, p.max_threadgroup_memory),
+            (1009, 65536)
+        );
         assert_eq!(resolved.env, winner.resolved.env);
         assert_eq!(resolved.args.bench, ["-fa", "1"]);
         assert_eq!(resolved.args.common, ["-fa", "on"]);

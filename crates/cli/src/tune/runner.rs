@@ -190,9 +190,7 @@ impl<'a> Search<'a> {
 
     /// The time the search has left.
     fn left(&self) -> Duration {
-        self.plan
-            .search_time()
-            .saturating_sub(self.start.elapsed())
+        self.plan.search_time().saturating_sub(self.start.elapsed())
     }
 
     /// The stages, until the search has no further one or its time is up.
@@ -303,7 +301,8 @@ impl<'a> Search<'a> {
                 .profile
                 .is_some()
                 .then(|| format!("raw/{stem}.status.jsonl"));
-            cx.progress.start(format!("arm {} round {round} ({json})", arm.name));
+            cx.progress
+                .start(format!("arm {} round {round} ({json})", arm.name));
             let (process, failed) = run_one(
                 &self.plan.bench,
                 arm,
@@ -366,12 +365,9 @@ impl<'a> Search<'a> {
                     continue;
                 }
             };
-            self.manifest.candidates.push(CandidateRecord::new(
-                &combo,
-                spec,
-                &arm,
-                Some(1),
-            ));
+            self.manifest
+                .candidates
+                .push(CandidateRecord::new(&combo, spec, &arm, Some(1)));
             self.arms.push(arm);
             self.candidates.push(combo);
             added += 1;
