@@ -13,8 +13,8 @@
 //!   seal.
 //! - [`figure`]: a candidate's figure in one round, its log throughput ratio to the reference.
 //! - [`manifest`]: what the derived files come from; [`derive`]: the search replayed, the
-//!   winner decided; [`render`]: `report.md` and the recommendation profile file; [`check`]:
-//!   `capshim report` on a tune bundle.
+//!   winner decided into [`summary`]; [`render`]: `report.md` and the recommendation profile
+//!   file; [`check`]: `capshim report` on a tune bundle.
 
 pub mod check;
 pub mod derive;
@@ -25,6 +25,7 @@ pub mod plan;
 pub mod render;
 pub mod runner;
 pub mod search;
+pub mod summary;
 pub mod verifier;
 
 #[cfg(test)]

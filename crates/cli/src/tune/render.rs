@@ -1,7 +1,7 @@
 //! A tune bundle's `report.md` and its recommendation profile file, from the summary.
 
-use super::derive::Summary;
 use super::manifest::{CandidateRecord, RECOMMENDATION};
+use super::summary::Summary;
 use crate::analysis::interval::percent_text;
 
 /// A ratio as a speedup: `1.043×`, or `—` when there is none.
