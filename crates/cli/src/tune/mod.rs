@@ -13,3 +13,5 @@ pub mod search;
 
 #[cfg(test)]
 mod calibration;
+#[cfg(test)]
+mod knobs_tests;
