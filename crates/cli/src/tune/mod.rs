@@ -30,3 +30,5 @@ pub mod verifier;
 
 #[cfg(test)]
 mod calibration;
+#[cfg(test)]
+mod knobs_tests;
