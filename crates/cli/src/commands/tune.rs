@@ -16,14 +16,12 @@ use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
 use crate::llama::tools;
 use crate::platform::facts;
-use crate::tune::knobs::Candidate;
+use crate::tune::knobs::{self, Candidate, Found, Platform, Workload};
 use crate::tune::manifest::RECOMMENDATION;
 use crate::tune::plan::{ArmOptions, Plan, Reference, VerifySetup, parse_budget};
+use crate::tune::probe::{Probe, probe};
 use crate::tune::runner;
 use crate::tune::search::Config;
-
-/// How many of the best single knobs are combined after the first stage.
-const COMBINE_BEST: usize = 3;
 
 const AFTER_HELP: &str = "\
 What it tries: the knobs of the catalogue (crates/cli/data/knobs.toml; docs/tune.md) that exist on
@@ -75,8 +73,18 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub struct TuneArgs {
     /// The GGUF model to tune for.
-    #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
-    pub model: PathBuf,
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "MODEL.gguf",
+        required_unless_present = "list_knobs"
+    )]
+    pub model: Option<PathBuf>,
+
+    /// Print the knob catalogue (every knob, its values, where it exists, why and its source)
+    /// as a Markdown table, and exit.
+    #[arg(long = "list-knobs")]
+    pub list_knobs: bool,
 
     #[command(flatten)]
     pub llama: LlamaBenchArgs,
@@ -173,21 +181,53 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
 /// A candidate and the arm it runs as.
 type Runnable = (Candidate, Arm);
 
-/// The candidates of the catalogue that apply here, as arms; the knobs left out, with why.
+/// The candidates of the catalogue that apply here (the knobs `select`ed for what `probe`
+/// found), as arms; the knobs left out, with why.
 fn candidates(
     args: &TuneArgs,
     reference: &Reference,
-    llama_bench: &std::path::Path,
+    probe: &Probe,
 ) -> anyhow::Result<(Vec<Runnable>, Vec<String>)> {
     let options = ArmOptions {
         cpu_brand: args.shim.cpu_brand.clone(),
         allow_beyond_hardware: args.shim.allow_beyond_hardware,
     };
-    let (singles, mut left_out) = tmp_singles(&reference.arm, llama_bench)?;
-    let mut out = Vec::new();
-    for c in singles {
-        if c.label == reference.arm.name || out.iter().any(|(o, _): &Runnable| o.label == c.label) {
-            left_out.push(format!("{}: its label is taken", c.label));
+    let platform =
+        Platform::current().ok_or_else(|| anyhow::anyhow!("tune runs on macOS and Linux only"))?;
+    let catalogue = knobs::catalogue();
+    let native_known = crate::profile::ProfileArgs {
+        profile: Some(capshim_profile::named::NATIVE.to_string()),
+        cpu_brand: args.shim.cpu_brand.clone(),
+        ..Default::default()
+    }
+    .resolve()
+    .is_ok();
+    let found = Found {
+        platform,
+        workload: Workload::Llama,
+        llama_build: probe.build_number.and_then(|n| {
+            knobs::llama_build(&catalogue, n, probe.build_commit.as_deref().unwrap_or(""))
+        }),
+        cpu_work: probe.cpu_work(),
+        native_known,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let selection = knobs::select(&catalogue, &found);
+    for note in &selection.notes {
+        crate::term::note(note);
+    }
+    let mut left_out: Vec<String> = selection
+        .left_out
+        .iter()
+        .map(|l| format!("{}: {}", l.knob, l.reason))
+        .collect();
+    let mut out: Vec<Runnable> = Vec::new();
+    for c in knobs::singles(&selection.knobs, &reference.arm.profile_name) {
+        if c.label == reference.arm.name || out.iter().any(|(o, _)| o.label == c.label) {
+            left_out.push(format!(
+                "{}: its label is the reference's or taken",
+                c.label
+            ));
             continue;
         }
         let spec = c.arm_spec(&reference.items);
@@ -206,10 +246,15 @@ fn candidates(
 fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     check_extra_args(&args.extra).map_err(|e| usage(e.to_string()))?;
     args.experiment.check()?;
-    let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
+    let model = existing_file(
+        args.model.as_deref().unwrap_or(std::path::Path::new("")),
+        "model",
+        "give an existing GGUF file with -m",
+    )?;
     let llama_bench = args.llama.llama_bench()?;
     let reference = reference(&args)?;
-    let (candidates, left_out) = candidates(&args, &reference, &llama_bench)?;
+    let probe = probe(&llama_bench, &model, &args.extra).map_err(anyhow::Error::msg)?;
+    let (candidates, left_out) = candidates(&args, &reference, &probe)?;
     for note in &left_out {
         crate::term::note(format!("left out: {note}"));
     }
@@ -298,8 +343,9 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
                 allow_beyond_hardware: args.shim.allow_beyond_hardware,
             },
             verify,
-            combine_best: COMBINE_BEST,
-            combine: tmp_combine,
+            probe,
+            combine_best: knobs::COMBINE_TOP,
+            combine: knobs::combine,
         },
         args.experiment,
     ))
@@ -307,6 +353,10 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
 
 /// Runs `capshim tune`.
 pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
+    if args.list_knobs {
+        super::out(&knobs::markdown_table(&knobs::catalogue()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (plan, experiment) = plan(args)?;
     experiment.finish(runner::run(&plan), |outcome| {
         match &outcome.winner {
@@ -319,83 +369,4 @@ pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
         }
         ExitCode::SUCCESS
     })
-}
-
-// TEMPORARY until t-search lands the catalogue.
-fn tmp_singles(_r: &Arm, _l: &std::path::Path) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
-    use crate::tune::knobs::Setting;
-    let one = |label: &str, knob: &str, value: &str, items: &[&str]| Candidate {
-        label: label.into(),
-        settings: vec![Setting {
-            knob: knob.into(),
-            value: value.into(),
-            arm_items: items.iter().map(|s| s.to_string()).collect(),
-        }],
-    };
-    Ok((
-        vec![
-            one(
-                "fa-0",
-                "flash-attn",
-                "0",
-                &["bench-args=-fa 0", "common-args=-fa off"],
-            ),
-            one(
-                "fa-1",
-                "flash-attn",
-                "1",
-                &["bench-args=-fa 1", "common-args=-fa on"],
-            ),
-            one(
-                "ub-256",
-                "ubatch",
-                "256",
-                &["bench-args=-ub 256", "common-args=-ub 256"],
-            ),
-            one(
-                "b-1024",
-                "batch",
-                "1024",
-                &["bench-args=-b 1024", "common-args=-b 1024"],
-            ),
-            one(
-                "t-1",
-                "threads",
-                "1",
-                &["bench-args=-t 1", "common-args=-t 1"],
-            ),
-        ],
-        vec!["GGML_METAL_NO_RESIDENCY: not on linux".into()],
-    ))
-}
-fn tmp_combine(c: &[Candidate]) -> Vec<Candidate> {
-    let mut out = Vec::new();
-    for i in 0..c.len() {
-        for j in i + 1..c.len() {
-            if c[i].settings[0].knob == c[j].settings[0].knob {
-                continue;
-            }
-            let mut bench = Vec::new();
-            let mut common = Vec::new();
-            let mut settings = Vec::new();
-            for x in [&c[i], &c[j]] {
-                for s in &x.settings {
-                    settings.push(s.clone());
-                    for it in &s.arm_items {
-                        if let Some(b) = it.strip_prefix("bench-args=") {
-                            bench.push(b.to_string())
-                        } else if let Some(b) = it.strip_prefix("common-args=") {
-                            common.push(b.to_string())
-                        }
-                    }
-                }
-            }
-            let _ = (bench, common);
-            out.push(Candidate {
-                label: format!("{}+{}", c[i].label, c[j].label),
-                settings,
-            });
-        }
-    }
-    out
 }

@@ -7,7 +7,8 @@
 //!
 //! The command's own parts (the experiment of [`crate::experiment`]):
 //!
-//! - [`plan`]: the reference, the candidates as arms, bench's llama-bench plan, the budget.
+//! - [`plan`]: the reference, the candidates as arms, bench's llama-bench plan, the budget;
+//!   [`probe`]: the llama.cpp build and whether the CPU works, which choose the knobs.
 //! - [`runner`]: the experiment: stages of random-order rounds, the combinations after the
 //!   first stage, the winner verified ([`verifier`]: `capshim verify` into the bundle), the
 //!   seal.
@@ -22,6 +23,7 @@ pub mod figure;
 pub mod knobs;
 pub mod manifest;
 pub mod plan;
+pub mod probe;
 pub mod render;
 pub mod runner;
 pub mod search;

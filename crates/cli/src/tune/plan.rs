@@ -91,6 +91,8 @@ pub struct Plan {
     pub arm_options: ArmOptions,
     /// How verify runs.
     pub verify: VerifySetup,
+    /// What the probe found of llama.cpp (recorded in `environment.json`).
+    pub probe: super::probe::Probe,
     /// How many of the best single knobs are combined after the first stage.
     pub combine_best: usize,
     /// The combinations of the best single knobs (the catalogue's rule).

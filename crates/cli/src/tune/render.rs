@@ -4,6 +4,13 @@ use super::manifest::{CandidateRecord, RECOMMENDATION};
 use super::summary::Summary;
 use crate::analysis::interval::percent_text;
 
+/// A level (a fraction) in percent with at most two decimals: 0.995 → `99.5`, 0.99545 →
+/// `99.55`.
+fn level_text(level: f64) -> String {
+    let text = format!("{:.2}", level * 100.0);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// A ratio as a speedup: `1.043×`, or `—` when there is none.
 fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.3}×"))
@@ -49,7 +56,7 @@ pub fn markdown(s: &Summary) -> String {
         let settings: Vec<String> = c.settings.iter().map(|s| s.text()).collect();
         let interval = match (c.interval_low, c.interval_high, c.interval_level) {
             (Some(l), Some(h), Some(level)) => {
-                format!("[{l:.3} {h:.3}] ({}%)", percent_text(level))
+                format!("[{l:.3} {h:.3}] ({}%)", level_text(level))
             }
             _ => "—".to_string(),
         };
@@ -157,6 +164,13 @@ pub fn profile_file(winner: &CandidateRecord) -> String {
 mod tests {
     use super::*;
     use crate::tune::manifest::{ArmRecord, SettingRecord};
+
+    #[test]
+    fn levels_show_at_most_two_decimals() {
+        assert_eq!(level_text(0.995), "99.5");
+        assert_eq!(level_text(0.9954545454545455), "99.55");
+        assert_eq!(level_text(0.99), "99");
+    }
 
     #[test]
     fn the_recommendation_reads_back_as_the_winners_profile() {

@@ -114,6 +114,8 @@ struct Environment<'a> {
     header: Header,
     injection_variable: &'static str,
     files: Files,
+    /// What the probe found of llama.cpp, which chose the knobs.
+    probe: &'a super::probe::Probe,
     /// The reference, then every candidate, as run.
     arms: &'a [Arm],
     /// llama-bench's arguments before each arm's own.
@@ -425,6 +427,7 @@ impl<'a> Search<'a> {
             header: Header::now("tune", super::manifest::SCHEMA_VERSION, cx.started),
             injection_variable: Os::current().injection_var(),
             files,
+            probe: &self.plan.probe,
             arms: &self.arms,
             llama_bench_args: self.plan.bench.llama_args(),
             runs: &self.runs,
