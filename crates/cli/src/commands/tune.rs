@@ -24,9 +24,11 @@ use crate::tune::runner;
 use crate::tune::search::Config;
 
 const AFTER_HELP: &str = "\
-What it tries: the knobs of the catalogue (crates/cli/data/knobs.toml; docs/tune.md) that exist on
-this platform and in the llama.cpp found, one at a time from the reference arm; knobs that do not
-apply here are left out with a note (on stderr and in the bundle). After the first stage the best
+What it tries: the knobs of the catalogue (crates/cli/data/knobs.toml; --list-knobs prints it) that
+exist on this platform and in the llama.cpp found, one at a time from the reference arm; knobs
+that do not apply here are left out with a note (on stderr and in the bundle). A short llama-bench
+run first (-p 0 -n 1 -r 1, before the bundle exists) finds llama.cpp's build and whether the CPU
+does part of the work (the threads knob); environment.json records what it found. After the first stage the best
 single knobs that ran faster than the reference are combined, and the combinations join the search.
 
 How: successive halving in rounds. Each round runs the reference and every candidate still in the
