@@ -222,7 +222,11 @@ fn a_planted_faster_setting_wins_is_verified_and_recommended() {
     assert!(verify_dir.join("SHA256SUMS").is_file());
     // The recommendation is a profile file with the winner's arguments.
     let profile = read(&out.join("recommended.toml"));
-    assert!(profile.contains("bench = [\"-fa\", \"1\"]"), "{profile}");
+    let bench = profile
+        .lines()
+        .find(|l| l.starts_with("bench = ["))
+        .unwrap_or_else(|| panic!("{profile}"));
+    assert!(bench.contains("\"-fa\", \"1\""), "{profile}");
     assert!(
         stdout.contains(&format!("**Winner: `{label}`**")),
         "{stdout}"
@@ -345,4 +349,25 @@ fn ctrl_c_leaves_an_incomplete_bundle_and_exits_130() {
     assert!(note.contains("capshim tune"), "{note}");
     assert!(!out.join("SHA256SUMS").exists());
     capshim().arg("report").arg(&out).assert().code(3);
+}
+
+#[test]
+fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
+    let s = setup();
+    let out = s.tmp.path().join("never");
+    s.tune(&out, "90")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("90 has no unit"));
+    s.tune(&out, "1m")
+        .args(["--", "-r", "5"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("\"-r\" after `--` is refused"));
+    assert!(!out.exists(), "no bundle for a refused command line");
+    capshim()
+        .args(["tune", "--list-knobs"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("| `flash-attn` |"));
 }

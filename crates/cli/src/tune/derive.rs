@@ -264,3 +264,64 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         winner: summary.winner,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::interval::Interval;
+    use crate::tune::search::Ranked;
+
+    fn ranked(candidate: usize, low: Option<f64>) -> Ranked {
+        Ranked {
+            candidate,
+            rounds: 12,
+            estimate: Some(1.1),
+            interval: low.map(|low| Interval {
+                level: 0.99,
+                low,
+                high: low + 0.1,
+            }),
+            eliminated_after: None,
+        }
+    }
+
+    #[test]
+    fn the_winner_is_the_first_qualifying_candidate_verified_equivalent() {
+        let outcome = Outcome {
+            ranking: vec![
+                ranked(2, Some(1.05)),
+                ranked(0, Some(1.01)),
+                ranked(1, Some(1.03)),
+                ranked(3, None),
+            ],
+            winner: Some(2),
+        };
+        // The search's winner first, then the others above the band in ranking order.
+        assert_eq!(qualifying(&outcome, 0.02), [2, 1]);
+        assert!(
+            qualifying(
+                &Outcome {
+                    winner: None,
+                    ..outcome.clone()
+                },
+                0.02
+            )
+            .is_empty()
+        );
+        let labels: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let v = |label: &str, verdict: &str| VerifyResult {
+            label: label.into(),
+            verdict: verdict.into(),
+            bundle: format!("verify-{label}"),
+        };
+        let q = qualifying(&outcome, 0.02);
+        assert_eq!(winner(&q, &labels, &[]), None);
+        assert_eq!(winner(&q, &labels, &[v("c", "different")]), None);
+        assert_eq!(
+            winner(&q, &labels, &[v("c", "different"), v("b", "equivalent")]),
+            Some(1)
+        );
+        // A verdict for a candidate that does not qualify makes no winner.
+        assert_eq!(winner(&q, &labels, &[v("a", "equivalent")]), None);
+    }
+}
