@@ -60,6 +60,7 @@ mod tests {
             n_prompt: 0,
             n_gen: 128,
             n_depth: 0,
+            quantity: Default::default(),
         };
         // 50 tokens/s is 20 ms a token, 100 tokens/s 10 ms: 10 ms beyond the host.
         let ms = ms_per_token_over_host(tg, 50.0, 100.0).unwrap();
@@ -68,6 +69,7 @@ mod tests {
             n_prompt: 512,
             n_gen: 0,
             n_depth: 0,
+            quantity: Default::default(),
         };
         assert_eq!(ms_per_token_over_host(pp, 50.0, 100.0), None);
     }

@@ -58,6 +58,14 @@ pub fn apply(
                     .and_then(Option::as_ref)
                     .and_then(|s| s.rounds.iter().find(|r| r.round == round))
                     .map(|r| r.median_ts.ln())
+                    // Where lower is better, the log of a speed: the estimate keeps its sign.
+                    .map(|l| {
+                        if row.quantity.lower_is_better() {
+                            -l
+                        } else {
+                            l
+                        }
+                    })
             };
             let slots: Vec<Slot> = sequence
                 .iter()

@@ -32,8 +32,22 @@ fn merged(arm: &ArmInput, key: TestKey) -> Option<Merged> {
     (!m.samples.is_empty()).then_some(m)
 }
 
-/// The rounds both sides ran, each side's round median paired; in round order.
-fn pairs(arm: &Merged, reference: &Merged) -> Vec<RoundPair> {
+/// The unit of `arm`'s samples of test `key` when they are not tokens/s (a command's).
+fn merged_unit(arm: &ArmInput, key: TestKey) -> Option<String> {
+    arm.runs
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .find(|r| r.key == key)
+        .and_then(|r| r.unit.clone())
+}
+
+/// The rounds both sides ran, each side's round median paired; in round order. Where a
+/// lower value is better (`lower`, a command's wall time) the sides are swapped, so that every
+/// ratio built on the pairs is reference / arm and above 1 still means the arm is better.
+fn pairs(arm: &Merged, reference: &Merged, lower: bool) -> Vec<RoundPair> {
+    if lower {
+        return pairs(reference, arm, false);
+    }
     let mut pairs: Vec<RoundPair> = arm
         .rounds
         .iter()
@@ -92,6 +106,15 @@ pub fn rows(
     let mut rows = Vec::new();
     let mut unrandomized: Vec<String> = Vec::new();
     for key in keys {
+        let lower = key.quantity.lower_is_better();
+        // The better way round: arm / reference, or reference / arm where lower is better.
+        let better = |arm: f64, reference: f64| {
+            if lower {
+                reference / arm
+            } else {
+                arm / reference
+            }
+        };
         let mut cells = Vec::new();
         for arm in order {
             let Some(m) = merged(arm, key) else {
@@ -127,7 +150,12 @@ pub fn rows(
                     .iter()
                     .map(|r| format!("r{} {:.2}", r.round, r.median_ts))
                     .collect();
-                noise.push(warnings::rounds_drift(drift, &each));
+                let unit = merged_unit(arm, key);
+                noise.push(warnings::rounds_drift(
+                    drift,
+                    &each,
+                    unit.as_deref().unwrap_or("tokens/s"),
+                ));
             }
             if !noise.is_empty() {
                 warnings.push(warnings::noisy(&arm.name, key, &noise));
@@ -138,7 +166,7 @@ pub fn rows(
             let paired = stock
                 .as_ref()
                 .filter(|_| !across_benches)
-                .map(|s| pairs(&m, s));
+                .map(|s| pairs(&m, s, lower));
             let comparison = paired.as_deref().map(|p| {
                 let mut c = interval::paired_ratio(p)?;
                 if schema6 {
@@ -151,7 +179,7 @@ pub fn rows(
                 }
                 Ok(c)
             });
-            let ratio_of_medians = stock_median.map(|s| median / s);
+            let ratio_of_medians = stock_median.map(|s| better(median, s));
             let spread = stock.as_ref().filter(|_| across_benches).and_then(|s| {
                 let medians = |m: &Merged| -> Vec<f64> {
                     m.rounds
@@ -159,7 +187,11 @@ pub fn rows(
                         .filter_map(|(_, v)| stats::median(v))
                         .collect()
                 };
-                across::spread(&medians(&m), &medians(s))
+                if lower {
+                    across::spread(&medians(s), &medians(&m))
+                } else {
+                    across::spread(&medians(&m), &medians(s))
+                }
             });
             // Schema 6: the speedup is the paired rounds' estimate, the interval's own point.
             let paired_estimate = paired.as_deref().and_then(paired_estimate);
@@ -186,7 +218,7 @@ pub fn rows(
                     } else {
                         ratio_of_medians
                     },
-                    percent_of_host: host_median.map(|h| 100.0 * median / h),
+                    percent_of_host: host_median.map(|h| 100.0 * better(median, h)),
                     speedup_ci95: comparison
                         .as_ref()
                         .and_then(|c| c.as_ref().ok())
@@ -245,8 +277,11 @@ pub fn rows(
             }
         }
         let model = labels.join(", ");
+        let unit = order.iter().find_map(|a| merged_unit(a, key));
         rows.push(Row {
             test: key.name(),
+            unit,
+            quantity: key.quantity,
             n_prompt: key.n_prompt,
             n_gen: key.n_gen,
             n_depth: key.n_depth,

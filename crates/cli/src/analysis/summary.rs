@@ -10,7 +10,9 @@ use super::input::Role;
 use super::interval::{Interval, Paired, Verdict};
 use crate::llama::{Activation, MetalReport, ModelId};
 
-/// Statistics of one arm on one test, in tokens/s.
+/// Statistics of one arm on one test, in tokens/s (for a `bench --command` row, in the row's
+/// `unit`; the speedup is then reference / arm where lower is better, so that above 1 always
+/// means the arm is better).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArmStats {
     /// Median of `samples_ts`, in tokens/s.
@@ -138,8 +140,16 @@ impl<T: Serialize> Serialize for Ordered<T> {
 /// One test: every arm's statistics, `null` where an arm lacks the test.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
-    /// llama-bench's name, e.g. `pp512`.
+    /// llama-bench's name, e.g. `pp512`; `wall` or `metric` for a `bench --command` workload.
     pub test: String,
+    /// The unit of the figures (`median_ts`, `min_ts`, `max_ts`, `samples_ts`, rounds) when
+    /// they are not tokens/s: `seconds` for `wall`, the metric's unit (`--unit`, else
+    /// `value`) for `metric`. Absent for llama-bench's tests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// What the figures are, and which way is better (not serialized: `test` says it).
+    #[serde(skip)]
+    pub quantity: crate::llama::bench_json::Quantity,
     /// Prompt tokens.
     pub n_prompt: u64,
     /// Generated tokens.

@@ -5,10 +5,12 @@ use super::*;
 /// A row of `model` with `samples` for test (p, g).
 pub(crate) fn row(model: &str, p: u64, g: u64, samples: &[f64]) -> BenchRow {
     BenchRow {
+        unit: None,
         key: TestKey {
             n_prompt: p,
             n_gen: g,
             n_depth: 0,
+            quantity: Default::default(),
         },
         model: ModelId {
             filename: format!("/m/{model}.gguf"),

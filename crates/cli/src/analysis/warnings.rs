@@ -72,10 +72,10 @@ pub fn samples_vary(cv: f64) -> String {
 }
 
 /// Part of [`noisy`]: the round medians (`each`, as `r1 12.34`) spread by `drift` of the
-/// median, above [`stats::DRIFT_WARNING`].
-pub fn rounds_drift(drift: f64, each: &[String]) -> String {
+/// median, above [`stats::DRIFT_WARNING`]; `unit` is the figures' (tokens/s, or a command's).
+pub fn rounds_drift(drift: f64, each: &[String], unit: &str) -> String {
     format!(
-        "round medians drift apart by {:.1}% ({} tokens/s)",
+        "round medians drift apart by {:.1}% ({} {unit})",
         drift * 100.0,
         each.join(", ")
     )

@@ -6,7 +6,8 @@
 //! run` takes them), or an environment variable for llama.cpp in this arm only
 //! (`GGML_METAL_BF16_DISABLE=1`: a name in capitals, digits and `_`), or tool arguments for
 //! this arm only, per tool they are written for: `bench-args=` (llama-bench), `common-args=`
-//! (llama.cpp's common tools: verify's llama-perplexity and llama-completion), e.g.
+//! (llama.cpp's common tools: verify's llama-perplexity and llama-completion) and
+//! `command-args=` (appended to `capshim bench --command`'s command), e.g.
 //! `fa1=native,bench-args=-fa 1 -ub 256,common-args=-fa on -ub 256`. An arguments item's value
 //! is split into words as [`crate::profile::settings`] describes (a shell's quoting, no
 //! expansions); a comma inside quotes does not end it. A value without `=` is a profile name
@@ -24,7 +25,11 @@ use crate::profile::settings::{self, ToolArgs, is_env_name};
 pub const PROFILE_KEYS: [&str; 4] = ["file", "family-max", "threadgroup-memory", "working-set"];
 
 /// The item keys that give tool arguments, with the [`ToolArgs`] slot each fills.
-pub const ARGS_KEYS: [(&str, &str); 2] = [("bench-args", "bench"), ("common-args", "common")];
+pub const ARGS_KEYS: [(&str, &str); 3] = [
+    ("bench-args", "bench"),
+    ("common-args", "common"),
+    ("command-args", "command"),
+];
 
 /// One arm as given, before its profile is resolved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -283,12 +288,13 @@ mod tests {
         assert_eq!(s.name.as_deref(), Some("native"));
         assert_eq!(s.args.bench, ["-fa", "1", "-ub", "256"]);
         assert_eq!(s.args.common, ["-fa", "on"]);
+        assert!(s.args.command.is_empty());
         assert_eq!(s.env, vec![("GGML_X".to_string(), "1".to_string())]);
         let s = parse("ot=apple9-64k,bench-args=-ot 'a=CPU,b=CPU' -t 2,GGML_Y=2").unwrap();
         assert_eq!(s.args.bench, ["-ot", "a=CPU,b=CPU", "-t", "2"]);
         assert_eq!(s.env, vec![("GGML_Y".to_string(), "2".to_string())]);
-        let s = parse(r#"c=stock,common-args=--name "x, y""#).unwrap();
-        assert_eq!(s.args.common, ["--name", "x, y"]);
+        let s = parse(r#"c=stock,command-args=--name "x, y""#).unwrap();
+        assert_eq!(s.args.command, ["--name", "x, y"]);
         // Quotes in other items are kept as written, as before.
         let s = parse("q=stock,GGML_Z='a").unwrap();
         assert_eq!(s.env[0].1, "'a");

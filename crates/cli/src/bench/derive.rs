@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::analysis::input::ProcessRun;
 use crate::analysis::{AnalyzeError, Derivation, Options, Summary, analyze, analyze_with};
 use crate::bundle::Manifest;
-use crate::bundle::load::{LoadError, load_arms};
+use crate::bundle::load::{LoadError, load_arms_with};
 use crate::export::{self, ExportError};
 
 /// The derived files of a bench bundle of the layout bench writes (6), in the order they are
@@ -144,7 +144,7 @@ pub fn derive(
     schema: u32,
     runs: &[ProcessRun],
 ) -> Result<Derived, DeriveError> {
-    let arms = load_arms(dir, manifest, None)?;
+    let arms = load_arms_with(dir, manifest, None, Some(runs))?;
     let mut summary = if schema >= 6 {
         analyze_with(
             &arms,

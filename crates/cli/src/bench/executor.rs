@@ -74,6 +74,7 @@ pub fn run_one(
             what,
             reason: reason.clone(),
             stderr: stderr_path,
+            stdout: None,
         })?;
         record.failed = Some(reason.clone());
         return Ok((record, Some(reason)));

@@ -7,6 +7,8 @@
 //! reports errors; what is bench's own:
 //!
 //! - [`plan`]: the arms and llama-bench arguments, checked before anything runs.
+//! - [`command`]: `bench --command`, any workload in place of llama-bench (its own plan,
+//!   process and experiment; the same derivation, bundle and report).
 //! - [`runner`]: the experiment: files identified, every slot of the rounds, then the seal.
 //! - [`executor`]: one llama-bench process, with or without the shim.
 //! - [`seal`]: the derived files ([`derive`]), `environment.json` and `SHA256SUMS`.
@@ -16,6 +18,7 @@
 //! The comparison itself is [`crate::analysis`], shared with `capshim report`.
 
 pub mod check;
+pub mod command;
 pub mod derive;
 pub mod environment;
 pub mod executor;

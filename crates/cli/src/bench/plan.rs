@@ -95,6 +95,7 @@ pub fn planned_tests(n_prompt: &str, n_gen: &str, extra: &[String]) -> Option<Pl
             n_prompt,
             n_gen,
             n_depth,
+            quantity: Default::default(),
         };
         tests.extend(prompts.iter().filter(|&&p| p > 0).map(|&p| key(p, 0)));
         tests.extend(gens.iter().filter(|&&g| g > 0).map(|&g| key(0, g)));

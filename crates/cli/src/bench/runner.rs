@@ -110,6 +110,7 @@ fn run_in(plan: &Plan, dir: &Path, cx: &mut Context) -> Result<Outcome, Experime
     let mut manifest = Manifest {
         format: bundle::manifest::FORMAT,
         model: Some(plan.model.display().to_string()),
+        workload: None,
         arms: plan
             .arms
             .iter()

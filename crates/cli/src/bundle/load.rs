@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use super::BundleError;
-use super::manifest::{EnvironmentFile, FORMAT, Manifest};
+use super::manifest::{EnvironmentFile, FORMAT, Manifest, ManifestRun};
+use super::workload::{Workload, metric_value};
 use crate::analysis::input::ProcessRun;
 use crate::analysis::{ArmInput, Role, RunInput};
 use crate::launch::status::{StatusEvent, StatusFileError};
-use crate::llama::{Activation, MetalReport, read_bench_file};
+use crate::llama::{Activation, BenchRow, MetalReport, read_bench_file};
 
 /// Reads the manifest in `dir/environment.json` (a bench bundle of the current layout).
 ///
@@ -100,6 +101,14 @@ pub enum LoadError {
     /// A status file is not the shim's.
     #[error(transparent)]
     Status(#[from] StatusFileError),
+    /// A `bench --command` run's value cannot be read from its primary files.
+    #[error("{what}: {why}")]
+    Value {
+        /// The run: its stdout file, or `environment.json`.
+        what: String,
+        /// Why.
+        why: String,
+    },
 }
 
 fn read(path: std::path::PathBuf) -> Result<String, LoadError> {
@@ -117,7 +126,40 @@ pub fn load_arms(
     manifest: &Manifest,
     prefix: Option<&str>,
 ) -> Result<Vec<ArmInput>, LoadError> {
+    load_arms_with(dir, manifest, prefix, None)
+}
+
+/// As [`load_arms`], with the bundle's processes in the order run (`runs`, arm names without
+/// a prefix) given rather than read from `environment.json`: the seal derives before it
+/// writes that file, and a `bench --command` bundle's wall times are those of its processes.
+///
+/// # Errors
+/// As [`load_arms`].
+pub fn load_arms_with(
+    dir: &Path,
+    manifest: &Manifest,
+    prefix: Option<&str>,
+    runs: Option<&[ProcessRun]>,
+) -> Result<Vec<ArmInput>, LoadError> {
     let mut arms = Vec::new();
+    // A command's workload: its expression, and each run's wall time as recorded.
+    let command = match &manifest.workload {
+        Some(w) => {
+            let re = w.regex().map_err(|e| LoadError::Value {
+                what: "the workload's --metric".into(),
+                why: e.to_string(),
+            })?;
+            let runs = match runs {
+                Some(r) => r.to_vec(),
+                None => read_runs(dir, None).map_err(|e| LoadError::Value {
+                    what: "environment.json".into(),
+                    why: e.to_string(),
+                })?,
+            };
+            Some((w, re, runs))
+        }
+        None => None,
+    };
     for arm in &manifest.arms {
         let role = match arm.role.as_str() {
             "stock" => Role::Stock,
@@ -130,7 +172,19 @@ pub fn load_arms(
         // A run --keep-going recorded as failed has no result; an arm with no other run is
         // left out (the bench's derivation says it failed).
         for run in arm.runs.iter().filter(|r| r.failed.is_none()) {
-            let mut rows = read_bench_file(&dir.join(&run.json))?;
+            let mut rows = match &command {
+                Some((workload, re, seconds)) => {
+                    vec![command_row(
+                        dir,
+                        workload,
+                        re.as_ref(),
+                        seconds,
+                        &arm.name,
+                        run,
+                    )?]
+                }
+                None => read_bench_file(&dir.join(&run.json))?,
+            };
             if let (Some(model), false) = (&manifest.model, arm.role == "host") {
                 for row in &mut rows {
                     row.model.filename.clone_from(model);
@@ -176,6 +230,43 @@ pub fn load_arms(
         });
     }
     Ok(arms)
+}
+
+/// The row of one `bench --command` run of `arm`: its wall time from `runs` (the processes
+/// recorded in `environment.json`), or the value `re` finds in its output files.
+fn command_row(
+    dir: &Path,
+    workload: &Workload,
+    re: Option<&regex::Regex>,
+    runs: &[ProcessRun],
+    arm: &str,
+    run: &ManifestRun,
+) -> Result<BenchRow, LoadError> {
+    let value = match re {
+        None => runs
+            .iter()
+            .find(|p| p.arm == arm && p.round == run.round)
+            .and_then(|p| p.seconds)
+            .ok_or_else(|| LoadError::Value {
+                what: "environment.json".into(),
+                why: format!(
+                    "no wall time recorded for arm {arm} round {} in `runs`",
+                    run.round
+                ),
+            })?,
+        Some(re) => {
+            let stdout = read(dir.join(&run.json))?;
+            let stderr = match &run.stderr {
+                Some(rel) => read(dir.join(rel))?,
+                None => String::new(),
+            };
+            metric_value(re, &stdout, &stderr).map_err(|why| LoadError::Value {
+                what: run.json.clone(),
+                why,
+            })?
+        }
+    };
+    Ok(workload.row(value))
 }
 
 #[cfg(test)]

@@ -18,6 +18,10 @@ pub struct Manifest {
     pub model: Option<String>,
     /// Every arm, in the order they were given.
     pub arms: Vec<ManifestArm>,
+    /// A `bench --command` bundle's workload: then each run's `json` is the command's stdout,
+    /// and its value is read as [`super::workload`] says. Absent for llama-bench bundles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<super::workload::Workload>,
 }
 
 /// One arm of a bundle.
@@ -44,7 +48,7 @@ pub struct ManifestArm {
 pub struct ManifestRun {
     /// 1-based round.
     pub round: u32,
-    /// llama-bench's JSON output, relative to the bundle.
+    /// llama-bench's JSON output, relative to the bundle (a `bench --command` run's stdout).
     pub json: String,
     /// llama-bench's stderr, relative to the bundle, when it was captured.
     pub stderr: Option<String>,

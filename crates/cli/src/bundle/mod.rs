@@ -6,7 +6,8 @@
 //! - [`schema`]: the kind and layout of a bundle, and the comparison of its derived files.
 //! - [`identity`]: the files a run used, hashed before its first process.
 //! - [`incomplete`]: the note a stopped run leaves instead of a seal.
-//! - [`manifest`] and [`load`]: a bench bundle's raw files, read back for the analysis.
+//! - [`manifest`] and [`load`]: a bench bundle's raw files, read back for the analysis;
+//!   [`workload`]: a `bench --command` bundle's command and how its values are read.
 
 pub mod identity;
 pub mod incomplete;
@@ -16,6 +17,7 @@ pub mod schema;
 pub mod sign;
 pub mod sums;
 pub mod time;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 

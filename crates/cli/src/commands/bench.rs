@@ -8,8 +8,10 @@ use clap::Args;
 use super::UsageError;
 use super::experiment::{ArmArgs, ExperimentArgs, LlamaBenchArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
+use crate::bench::command::{self, Plan as CommandPlan};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
 use crate::bench::runner;
+use crate::bundle::workload::{DEFAULT_UNIT, Measure, Workload};
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
 use crate::llama::read_bench_file;
@@ -34,7 +36,8 @@ e.g. `--arm fa1=native,bench-args=-fa 1 -ub 256`: split into words as a shell sp
 and \"...\" quote, no expansions; a comma inside quotes stays in the item), added after the
 arguments after `--`, for that arm only. Options capshim sets or refuses after `--`, the
 test-shaping -d and -pg, sweeps, and any option also given after `--` are refused (exit 2).
-`common-args=` (verify's tools, which spell e.g. `-fa on`) is not given to llama-bench.
+`common-args=` (verify's tools, which spell e.g. `-fa on`) and `command-args=` (--command's)
+are not given to llama-bench.
 Labels name files: letters, digits, '.', '_', '-'; `host` is the bare-metal baseline's (an
 unlabelled `--profile host` is read as native). Each arm runs llama-bench as a fresh process
 (`-o json`, added by capshim), once per round (default: 12 rounds of -r 3), in an order drawn at
@@ -63,6 +66,21 @@ bring it within. More rounds narrow the interval; more -r barely does. docs/benc
 --cooldown SECONDS pauses between one process and the next (recorded in environment.json), the
 remedy to try when the report warns of carry-over.
 
+Any workload (--command CMD, instead of -m): each arm runs `/bin/sh -c CMD` as a fresh process,
+once per round in random order, with the arm's shim, variables and `command-args=` (appended to
+CMD, each word shell-quoted); its stdout and stderr go to raw/<arm>-r<round>.stdout and .stderr.
+The value is the process's wall time (test `wall`, seconds, lower is better: speedup = stock /
+arm, so above 1 the arm is faster), or with --metric REGEX the number its first capture group
+finds in stdout, else stderr (test `metric`, higher is better; --lower-is-better flips it; --unit
+names it). --warmup N runs each arm N times first, unmeasured; --prepare CMD runs before each
+measured run, untimed, without the shim or the arm's variables. The shell runs without the shim:
+it hands the injection variable to the command (macOS strips DYLD_* from /bin/sh). The command
+runs in a process group of its own, which signals are passed on to. A run that exits non-zero,
+is killed, or prints no match of --metric fails (exit 1, naming its exit status and the last
+lines of its stderr and stdout; --keep-going records it). Statistics, verdicts, bundles, report
+and --sign are as for llama-bench; the llama-bench options (-m, -r, -p, -n, -d, --baseline,
+--llama-bench, --llama-dir, --skip-preflight, arguments after `--`) are refused with it (exit 2).
+
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
 size, modification and status-change times); after the last run they must be unchanged, or the
@@ -86,14 +104,15 @@ signal while the model is hashed stops that too, the same way.
 
 Exit codes:
   0    the bundle was written
-  1    error (llama-bench failed, the shim did not activate, bad input, bundle exists, a file
+  1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle exists, a file
        changed during the runs, a --sign key that cannot sign here, signing failed: the bundle
        is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
        has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
        duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
        in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
-       --baseline without a test of -p/-n)
+       --baseline without a test of -p/-n; --command with a llama-bench option, --warmup,
+       --prepare or --metric without --command, a --metric without a capture group)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -103,6 +122,7 @@ Examples:
   capshim bench -m model.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
   capshim bench -m model.gguf --sign ~/.ssh/id_ed25519 -o evidence-signed
+  capshim bench --command 'python3 gen.py' --metric 'tokens/s: ([0-9.]+)' --unit tokens/s --warmup 1
 "
     )
 }
@@ -112,8 +132,51 @@ Examples:
 #[command(after_help = after_help())]
 pub struct BenchArgs {
     /// The GGUF model to benchmark.
-    #[arg(short = 'm', long = "model", value_name = "MODEL.gguf")]
-    pub model: PathBuf,
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "MODEL.gguf",
+        required_unless_present = "command"
+    )]
+    pub model: Option<PathBuf>,
+
+    /// Benchmark this shell command instead of llama-bench: each arm runs `/bin/sh -c CMD`
+    /// (its `command-args=` appended, shell-quoted) once per round, in random order. Measures
+    /// the wall time (seconds, lower is better) unless --metric. Not with -m or any other
+    /// llama-bench option.
+    #[arg(
+        long = "command",
+        value_name = "CMD",
+        conflicts_with_all = [
+            "model", "llama_bench", "llama_dir", "baseline", "repetitions", "n_prompt",
+            "n_gen", "n_depth", "skip_preflight", "extra",
+        ]
+    )]
+    pub command: Option<String>,
+
+    /// With --command: unmeasured runs of each arm before the first round (with its shim,
+    /// variables and arguments) [default: 0].
+    #[arg(long = "warmup", value_name = "N", requires = "command")]
+    pub warmup: Option<u32>,
+
+    /// With --command: a shell command run before each measured run, untimed, without the
+    /// shim or the arm's variables (e.g. to clear a cache); its failure is the run's.
+    #[arg(long = "prepare", value_name = "CMD", requires = "command")]
+    pub prepare: Option<String>,
+
+    /// With --command: measure the number the regular expression's first capture group finds
+    /// in the command's stdout (else its stderr; the first match), e.g. 'tokens/s: ([0-9.]+)';
+    /// higher is better. A run whose output has no match fails.
+    #[arg(long = "metric", value_name = "REGEX", requires = "command")]
+    pub metric: Option<String>,
+
+    /// With --metric: a lower value is better (a latency); the speedup is then stock / arm.
+    #[arg(long = "lower-is-better", requires = "metric")]
+    pub lower_is_better: bool,
+
+    /// With --metric: the metric's unit, for the report (e.g. tokens/s) [default: value].
+    #[arg(long = "unit", value_name = "UNIT", requires = "metric")]
+    pub unit: Option<String>,
 
     #[command(flatten)]
     pub llama: LlamaBenchArgs,
@@ -212,18 +275,111 @@ fn parse_cooldown(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| format!("{value} seconds cannot be waited: {e}; give fewer seconds"))
 }
 
+/// Builds and checks the plan of `bench --command CMD` from the command line.
+fn command_plan(args: BenchArgs, command: String) -> anyhow::Result<(CommandPlan, ExperimentArgs)> {
+    args.experiment.check()?;
+    if command.trim().is_empty() {
+        return Err(UsageError(
+            "--command is empty; give the shell command to benchmark, e.g. --command 'python3 bench.py'"
+                .into(),
+        )
+        .into());
+    }
+    let unit = match (&args.metric, args.unit) {
+        (None, _) => "seconds".to_string(),
+        (Some(_), Some(unit)) => unit,
+        (Some(_), None) => DEFAULT_UNIT.to_string(),
+    };
+    let workload = Workload {
+        command,
+        measure: if args.metric.is_some() {
+            Measure::Metric
+        } else {
+            Measure::Wall
+        },
+        regex: args.metric,
+        lower_is_better: args.lower_is_better,
+        unit,
+    };
+    workload.regex().map_err(|e| UsageError(e.to_string()))?;
+    let arms = args.arms.resolve(true, &[])?;
+    for arm in &arms {
+        if arm.args.command.is_empty() && !arm.args.is_empty() {
+            crate::term::note(format!(
+                "arm {:?}: its bench-args and common-args are not the command's; the command gets \
+                 only an arm's command-args",
+                arm.name
+            ));
+        }
+    }
+    let needs_shim = arms.iter().any(|a| a.profile.is_some());
+    let dylib = if let Some((path, arches)) = args.arms.shim_library(needs_shim)? {
+        // The library's own checks; the programs the command runs are the command's.
+        let launch = preflight::Launch {
+            program: std::path::Path::new(command::run::SHELL),
+            library: &path,
+            library_arches: &arches,
+            scope: ScopeArg::Children,
+            os: Os::current(),
+            skip_program: true,
+        };
+        for warning in preflight::check(&facts::Real::default(), &launch)? {
+            crate::term::warning(warning);
+        }
+        Some(path)
+    } else {
+        None
+    };
+    Ok((
+        CommandPlan {
+            workload,
+            arms,
+            rounds: args.rounds,
+            warmup: args.warmup.unwrap_or(0),
+            prepare: args.prepare,
+            cooldown: args.cooldown.unwrap_or_default(),
+            dylib,
+            allow_inactive: args.arms.shim.allow_inactive,
+            keep_going: args.experiment.keep_going,
+            output: args.output,
+        },
+        args.experiment,
+    ))
+}
+
 /// Builds and checks the plan from the command line.
 fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
+    // clap's `requires` alone lets these through next to -m: say which option needs which.
+    for (given, option) in [
+        (args.warmup.is_some(), "--warmup"),
+        (args.prepare.is_some(), "--prepare"),
+        (args.metric.is_some(), "--metric"),
+        (args.unit.is_some(), "--unit"),
+        (args.lower_is_better, "--lower-is-better"),
+    ] {
+        if given {
+            return Err(UsageError(format!(
+                "{option} applies to --command only; llama-bench benches measure tokens/s"
+            ))
+            .into());
+        }
+    }
     check_extra_args(&args.extra).map_err(|e| UsageError(e.to_string()))?;
     args.experiment.check()?;
-    let model = existing_file(&args.model, "model", "give an existing GGUF file with -m")?;
+    let Some(model) = &args.model else {
+        return Err(
+            UsageError("give the GGUF model with -m, or a command with --command".into()).into(),
+        );
+    };
+    let model = existing_file(model, "model", "give an existing GGUF file with -m")?;
     let llama_bench = args.llama.llama_bench()?;
     let arms = args.arms.resolve(true, &[])?;
     check_arm_args(&arms, &args.extra).map_err(|e| UsageError(e.to_string()))?;
     for arm in &arms {
-        if arm.args.bench.is_empty() && !arm.args.common.is_empty() {
+        if arm.args.bench.is_empty() && !(arm.args.common.is_empty() && arm.args.command.is_empty())
+        {
             crate::term::note(format!(
-                "arm {:?}: its common-args are not llama-bench's; llama-bench \
+                "arm {:?}: its common-args and command-args are not llama-bench's; llama-bench \
                  gets only an arm's bench-args",
                 arm.name
             ));
@@ -291,9 +447,19 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
 }
 
 /// Runs `capshim bench`.
-pub fn execute(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (plan, experiment) = plan(args)?;
-    experiment.finish(runner::run(&plan), |outcome| {
+pub fn execute(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let result = match args.command.take() {
+        Some(command) => {
+            let (plan, experiment) = command_plan(args, command)?;
+            (command::runner::run(&plan), experiment)
+        }
+        None => {
+            let (plan, experiment) = plan(args)?;
+            (runner::run(&plan), experiment)
+        }
+    };
+    let (result, experiment) = result;
+    experiment.finish(result, |outcome| {
         if outcome.no_result.is_empty() {
             ExitCode::SUCCESS
         } else {

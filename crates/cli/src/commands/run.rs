@@ -122,6 +122,7 @@ fn suggested_args(
     for (words, tool) in [
         (&args.common, "for llama.cpp's common tools"),
         (&args.bench, "for llama-bench"),
+        (&args.command, "for the workload"),
     ] {
         if !words.is_empty() {
             parts.push(format!("`{} {}` ({tool})", line.join(" "), words.join(" ")));

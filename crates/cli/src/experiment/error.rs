@@ -129,10 +129,11 @@ pub enum ExperimentError {
 /// A tool that failed, as the error that stops the experiment says it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{tool} failed in {what} ({reason}); its stderr ({stderr}) {}\n\
+    "{tool} failed in {what} ({reason}); its stderr ({stderr}) {}{}\n\
      fix the cause {} ({fix}) and rerun",
     if tail.is_empty() { "is empty: it printed nothing before it ended".to_string() } else { format!("ends with:\n  {tail}") },
-    if tail.is_empty() { "of that exit" } else { "above" }
+    stdout_tail.as_ref().map_or(String::new(), |(p, t)| format!("\nits stdout ({}) ends with:\n  {t}", p.display())),
+    if tail.is_empty() && stdout_tail.is_none() { "of that exit" } else { "above" }
 )]
 pub struct ToolFailed {
     /// The tool.
@@ -145,6 +146,9 @@ pub struct ToolFailed {
     pub stderr: PathBuf,
     /// The last lines of its stderr that hold something; empty when it holds nothing.
     pub tail: String,
+    /// Its stdout file and last lines, when they are shown too (a `bench --command`
+    /// workload's) and hold something.
+    pub stdout_tail: Option<(PathBuf, String)>,
     /// What to check.
     pub fix: &'static str,
 }

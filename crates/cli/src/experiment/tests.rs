@@ -90,6 +90,7 @@ impl Experiment for Mock {
                     what: format!("arm {arm} round {}", slot.round),
                     reason: finished.status.to_string(),
                     stderr: err,
+                    stdout: None,
                 })
             }
         })?;
@@ -182,6 +183,7 @@ fn a_failed_tool_whose_stderr_holds_nothing_is_said_to_have_printed_nothing() {
             what: "arm stock round 1".to_string(),
             reason: "signal: 6 (SIGABRT)".to_string(),
             stderr: stderr.clone(),
+            stdout: None,
         }
         .into_error("the fix")
         .to_string()

@@ -43,13 +43,26 @@ impl Context<'_> {
     /// When it cannot start or be waited for, an output file cannot be created, or a signal
     /// stopped it ([`ExperimentError::Interrupted`]).
     pub fn run_tool(&mut self, run: &ToolRun) -> Result<Finished, ExperimentError> {
-        let finished = child::run(
+        self.run_process(run, false)
+    }
+
+    /// As [`Context::run_tool`], the process leading a process group of its own, to which
+    /// signals are passed on ([`child::run_as`]): a shell command and every process it starts.
+    ///
+    /// # Errors
+    /// As [`Context::run_tool`].
+    pub fn run_tool_in_group(&mut self, run: &ToolRun) -> Result<Finished, ExperimentError> {
+        self.run_process(run, true)
+    }
+
+    fn run_process(&mut self, run: &ToolRun, group: bool) -> Result<Finished, ExperimentError> {
+        let finished = child::run_as(
             run.program,
             run.args,
             run.env,
-            run.stdout,
-            run.stderr,
+            (run.stdout, run.stderr),
             self.signals,
+            group,
         )
         .map_err(|e| match e {
             ChildError::Create { path, source } => io("cannot create", &path)(source),
@@ -81,6 +94,9 @@ pub struct Failure {
     pub reason: String,
     /// Its stderr file.
     pub stderr: PathBuf,
+    /// Its stdout file, when it holds output a reader needs to see the failure (a
+    /// `bench --command` workload's); `None` for tools whose stdout is their results.
+    pub stdout: Option<PathBuf>,
 }
 
 impl Failure {
@@ -88,6 +104,11 @@ impl Failure {
     pub fn into_error(self, fix: &'static str) -> ExperimentError {
         ExperimentError::ToolFailed(Box::new(ToolFailed {
             tail: stderr_tail(&self.stderr),
+            stdout_tail: self
+                .stdout
+                .as_deref()
+                .map(|p| (p.to_path_buf(), stderr_tail(p)))
+                .filter(|(_, tail)| !tail.is_empty()),
             tool: self.tool,
             what: self.what,
             reason: self.reason,
@@ -97,7 +118,7 @@ impl Failure {
     }
 }
 
-/// The last 8 lines of the stderr file `path` that hold something, indented; empty when it
+/// The last 8 lines of the output file `path` (stderr, or a command's stdout) that hold something, indented; empty when it
 /// holds nothing but white space (or cannot be read).
 pub fn stderr_tail(path: &Path) -> String {
     let stderr = std::fs::read(path)

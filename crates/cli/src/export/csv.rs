@@ -84,10 +84,12 @@ fn render(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
     }
     w.write_record(&header)?;
     for (i, row) in summary.rows.iter().enumerate() {
+        // A command's figures are in its own unit (`bench --command`).
+        let unit = row.unit.as_deref().unwrap_or("tokens/s");
         for (metric, unit) in [
-            ("median_ts", "tokens/s"),
-            ("min_ts", "tokens/s"),
-            ("max_ts", "tokens/s"),
+            ("median_ts", unit),
+            ("min_ts", unit),
+            ("max_ts", unit),
             ("samples", "count"),
             ("rounds", "count"),
         ] {

@@ -3,8 +3,8 @@
 //! reported, and the warnings.
 
 use super::{
-    ExportError, Exporter, cell, format_half_width, format_percent, format_precision,
-    format_speedup, format_speedup_claim, format_ts,
+    ExportError, Exporter, cell, figures, format_figure, format_half_width, format_percent,
+    format_precision, format_speedup, format_speedup_claim, format_ts,
 };
 use crate::analysis::family::{level_text, out_of_reach_text};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
@@ -120,11 +120,15 @@ pub fn render(summary: &Summary) -> String {
             aligns.push(Align::Right);
         }
     }
+    let fig = figures(summary);
     let mut rows = Vec::new();
     for (i, row) in summary.rows.iter().enumerate() {
         let mut cells = vec![row.model.clone(), row.test.clone()];
         for arm in &summary.arm_order {
-            cells.push(format_ts(cell(summary, i, arm)));
+            cells.push(match cell(summary, i, arm) {
+                Some(s) if fig.command => format_figure(s.median_ts, true),
+                s => format_ts(s),
+            });
         }
         for arm in &others {
             let s = cell(summary, i, arm);
@@ -139,7 +143,13 @@ pub fn render(summary: &Summary) -> String {
     }
     let level = percent_text(CONFIDENCE_LEVEL);
     let band = percent_text(NOISE);
-    let mut out = String::from("Medians of llama-bench `samples_ts`, tokens/s.");
+    let mut out = format!("Medians of {}, {}.", fig.what, fig.unit);
+    let lower = summary.rows.iter().any(|r| r.quantity.lower_is_better());
+    if fig.command && lower {
+        out.push_str(
+            " Lower is better here, so each ratio below is stock / arm: above 1 the arm is faster.",
+        );
+    }
     if summary.stock.is_some() && summary.schema_version >= 6 {
         out.push_str(&format!(
             " Speedup: the estimate from paired rounds (the Hodges-Lehmann estimate of each round's arm median / \
@@ -167,17 +177,25 @@ pub fn render(summary: &Summary) -> String {
     let schema6 = summary.schema_version >= 6;
     if schema6 {
         out.push_str(&format!(
-            "\nPer arm: samples_ts range (tokens/s), llama-bench processes (rounds), coefficient of variation, the \
+            "\nPer arm: {range} ({unit}), {processes} (rounds), coefficient of variation, the \
              speedup (the estimate from paired rounds, the same point as above) with its {level}% confidence interval \
              (each round's median against stock's in the same round; the signed-rank interval over rounds), its \
              half-width and the rounds that would bring it within ±{band}% with an 80% chance, and the ratio of \
-             the pooled medians (arm median / stock median), a description, not the estimate. The interval's \
+             the pooled medians ({pooled}), a description, not the estimate. The interval's \
              level is exact when the arm changes speed by a constant factor and nothing an arm does carries over \
              to later processes (the random order covers everything else); approximate under carry-over (in \
              simulation a 1% carry-over gave 0.88 coverage at 12 rounds on a quiet machine), for arms of very \
              different durations under wall-clock disturbances (0.72–0.92 at a 7× speedup), and for an effect \
              that is not constant, whose interval is of the pseudo-median of the rounds' ratios, neither their \
-             mean nor their median (docs/bench.md, What is exact).\n\n"
+             mean nor their median (docs/bench.md, What is exact).\n\n",
+            range = if fig.command { "range" } else { "samples_ts range" },
+            pooled = if lower {
+                "stock median / arm median"
+            } else {
+                "arm median / stock median"
+            },
+            unit = fig.unit,
+            processes = fig.processes,
         ));
     } else {
         out.push_str(&format!(
@@ -234,9 +252,9 @@ pub fn render(summary: &Summary) -> String {
             let mut cells = vec![
                 row.test.clone(),
                 arm.clone(),
-                format!("{:.2}", s.median_ts),
-                format!("{:.2}", s.min_ts),
-                format!("{:.2}", s.max_ts),
+                format_figure(s.median_ts, fig.command),
+                format_figure(s.min_ts, fig.command),
+                format_figure(s.max_ts, fig.command),
                 s.samples.to_string(),
                 s.rounds.len().to_string(),
                 s.cv.map_or_else(|| "—".into(), |cv| format!("{:.1}%", cv * 100.0)),
@@ -280,7 +298,7 @@ pub fn render(summary: &Summary) -> String {
         }
     }
 
-    if !summary.capabilities.0.is_empty() {
+    if !summary.capabilities.0.is_empty() && !fig.command {
         out.push_str("\nWhat llama.cpp reported (ggml-metal device lines on stderr):\n\n");
         for (arm, report) in &summary.capabilities.0 {
             out.push_str(&format!("- {arm}: {}\n", report.describe()));

@@ -47,6 +47,60 @@ pub fn format_ts(stats: Option<&ArmStats>) -> String {
     }
 }
 
+/// What a summary's figures are, for the text around them: llama-bench's `samples_ts` in
+/// tokens/s, or a `bench --command` workload's value in its unit.
+pub struct Figures {
+    /// What they are: ``llama-bench `samples_ts` ``, `the command's wall time`...
+    pub what: String,
+    /// Their unit.
+    pub unit: String,
+    /// What one process is: `llama-bench processes`, `command processes`.
+    pub processes: &'static str,
+    /// Whether they are a command's (then lower may be better, and ggml-metal's lines are not
+    /// looked for).
+    pub command: bool,
+}
+
+/// The [`Figures`] of `summary`, from its first row (a bundle measures one kind of workload).
+pub fn figures(summary: &Summary) -> Figures {
+    let row = summary.rows.first();
+    match row.and_then(|r| r.unit.clone().map(|u| (r, u))) {
+        Some((row, unit)) => Figures {
+            what: if row.quantity.lower_is_better() && row.test == "wall" {
+                "the command's wall time".to_string()
+            } else {
+                format!(
+                    "the command's --metric value ({})",
+                    if row.quantity.lower_is_better() {
+                        "lower is better"
+                    } else {
+                        "higher is better"
+                    }
+                )
+            },
+            unit,
+            processes: "command processes",
+            command: true,
+        },
+        None => Figures {
+            what: "llama-bench `samples_ts`".to_string(),
+            unit: "tokens/s".to_string(),
+            processes: "llama-bench processes",
+            command: false,
+        },
+    }
+}
+
+/// A figure of a table: two decimals for tokens/s, four for a command's value (a wall time of
+/// a fraction of a second keeps its digits).
+pub fn format_figure(value: f64, command: bool) -> String {
+    if command {
+        format!("{value:.4}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
 /// A speedup as `11.08×`, or `—` when it cannot be computed.
 pub fn format_speedup(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}×"))

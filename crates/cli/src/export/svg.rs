@@ -50,8 +50,13 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
             SVGBackend::with_string(&mut text, (panel_width * panels, HEIGHT)).into_drawing_area();
         root.fill(&WHITE)?;
         let model = summary.rows.first().map(|r| r.model.as_str()).unwrap_or("");
+        let fig = super::figures(summary);
         let root = root.titled(
-            &format!("llama-bench {model}: median samples_ts (tokens/s), whiskers min–max"),
+            &if fig.command {
+                format!("{}: median ({}), whiskers min–max", fig.what, fig.unit)
+            } else {
+                format!("llama-bench {model}: median samples_ts (tokens/s), whiskers min–max")
+            },
             ("sans-serif", 16),
         )?;
         let areas = root.split_evenly((1, panels as usize));
@@ -76,7 +81,7 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
                     SegmentValue::CenterOf(k) => arms.get(*k).cloned().unwrap_or_default(),
                     _ => String::new(),
                 })
-                .y_desc("tokens/s")
+                .y_desc(fig.unit.as_str())
                 .draw()?;
             let mut other = 0;
             for (k, arm) in arms.iter().enumerate() {

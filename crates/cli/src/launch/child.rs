@@ -56,16 +56,19 @@ pub enum ChildError {
 /// to `stdout` and its stderr to `stderr` (both created), stdin closed. A signal caught by
 /// `signals` while it runs is passed on to it; a process that then fails counts as
 /// interrupted, one that succeeds as finished (the caller checks `signals` before the next).
+/// With `group`, the process leads a process group of its own and signals are passed on to
+/// the whole group, so that a shell's children get them too (a terminal's Ctrl-C then no
+/// longer reaches the group directly: capshim passes it on).
 ///
 /// # Errors
 /// [`ChildError`]; a process that ran and failed is a [`Finished`] with its status.
-pub fn run(
+pub fn run_as(
     program: &Path,
     args: &[String],
     env: &EnvChange,
-    stdout: &Path,
-    stderr: &Path,
+    (stdout, stderr): (&Path, &Path),
     signals: &Forwarder,
+    group: bool,
 ) -> Result<Finished, ChildError> {
     let create = |path: &Path| {
         std::fs::File::create(path).map_err(|source| ChildError::Create {
@@ -78,6 +81,9 @@ pub fn run(
         .stdin(Stdio::null())
         .stdout(create(stdout)?)
         .stderr(create(stderr)?);
+    if group {
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    }
     for name in &env.removed {
         cmd.env_remove(name);
     }
@@ -92,7 +98,11 @@ pub fn run(
         program: program.to_path_buf(),
         source,
     })?;
-    signals.forward_to(child.id());
+    if group {
+        signals.forward_to_group(child.id());
+    } else {
+        signals.forward_to(child.id());
+    }
     let status = child.wait();
     signals.clear();
     let status = status.map_err(|source| ChildError::Wait {
@@ -171,28 +181,28 @@ mod tests {
             set: vec![("CHILD_TEST_VAR".into(), "seen".into())],
             removed: vec![],
         };
-        let done = run(
+        let done = run_as(
             Path::new("/bin/sh"),
             &[
                 "-c".into(),
                 "echo $CHILD_TEST_VAR; echo oops >&2; exit 3".into(),
             ],
             &env,
-            &out,
-            &err,
+            (&out, &err),
             &signals,
+            false,
         )
         .unwrap();
         assert_eq!(done.status.code(), Some(3));
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "seen\n");
         assert_eq!(std::fs::read_to_string(&err).unwrap(), "oops\n");
-        let missing = run(
+        let missing = run_as(
             &tmp.path().join("no-such-tool"),
             &[],
             &EnvChange::default(),
-            &out,
-            &err,
+            (&out, &err),
             &signals,
+            true,
         );
         assert!(matches!(missing, Err(ChildError::Spawn { .. })));
     }

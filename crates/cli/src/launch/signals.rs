@@ -60,21 +60,21 @@ impl Forwarder {
                     continue;
                 }
                 match target.load(Ordering::SeqCst) {
-                    pid if pid > 0 => send(pid, number),
-                    _ => {
+                    0 => {
                         held.store(number, Ordering::SeqCst);
                         // The child may have been set meanwhile: whoever takes the held
                         // signal sends it, exactly once.
                         // Only take it back when there is a child to give it to; otherwise
                         // forward_to takes it.
                         let pid = target.load(Ordering::SeqCst);
-                        if pid > 0 {
+                        if pid != 0 {
                             let number = held.swap(0, Ordering::SeqCst);
                             if number != 0 {
                                 send(pid, number);
                             }
                         }
                     }
+                    pid => send(pid, number),
                 }
             }
         });
@@ -89,10 +89,22 @@ impl Forwarder {
 
     /// Sets the process that SIGTERM and SIGHUP are passed on to.
     pub fn forward_to(&self, pid: u32) {
-        let pid = i32::try_from(pid).unwrap_or(0);
+        self.target(i32::try_from(pid).unwrap_or(0));
+    }
+
+    /// Sets the process group (the id of its leader, `pgid`) that SIGTERM and SIGHUP are passed
+    /// on to: every process of it gets them, as a terminal's signals reach a foreground job
+    /// (`bench --command`, whose shell may run the workload as its child).
+    pub fn forward_to_group(&self, pgid: u32) {
+        // kill(2) with a negative pid signals the process group of that id.
+        self.target(i32::try_from(pgid).map_or(0, |p| -p));
+    }
+
+    /// Sets the target (a pid, or minus a process group's id) and hands it a held signal.
+    fn target(&self, pid: i32) {
         self.child.store(pid, Ordering::SeqCst);
         let held = self.pending.swap(0, Ordering::SeqCst);
-        if held != 0 && pid > 0 {
+        if held != 0 && pid != 0 {
             send(pid, held);
         }
     }

@@ -20,12 +20,67 @@ pub struct TestKey {
     pub n_gen: u64,
     /// `n_depth`: tokens already in the context before the test (0 unless `-d` was given).
     pub n_depth: u64,
+    /// What the test measures: llama-bench's tokens/s, or a `bench --command` workload's
+    /// value (its token counts are then 0).
+    #[serde(skip_serializing_if = "Quantity::is_throughput")]
+    pub quantity: Quantity,
+}
+
+/// What a test's samples are, and which way is better.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    /// llama-bench's `samples_ts`, tokens/s: higher is better.
+    #[default]
+    Throughput,
+    /// A command's wall time, in seconds: lower is better (test `wall`).
+    Wall,
+    /// A number read from a command's output (test `metric`), higher or lower better.
+    Metric {
+        /// Whether a lower value is better (`--lower-is-better`).
+        lower_is_better: bool,
+    },
+}
+
+impl Quantity {
+    /// Whether this is llama-bench's throughput.
+    pub fn is_throughput(&self) -> bool {
+        *self == Quantity::Throughput
+    }
+
+    /// Whether a lower value is better: then a speedup is reference / arm, so that above 1
+    /// still means the arm is better.
+    pub fn lower_is_better(&self) -> bool {
+        matches!(
+            self,
+            Quantity::Wall
+                | Quantity::Metric {
+                    lower_is_better: true
+                }
+        )
+    }
 }
 
 impl TestKey {
+    /// The test of a `bench --command` workload measuring `quantity`: `wall` or `metric`.
+    pub fn command(quantity: Quantity) -> TestKey {
+        TestKey {
+            n_prompt: 0,
+            n_gen: 0,
+            n_depth: 0,
+            quantity,
+        }
+    }
+
     /// The test's name as llama-bench's own table writes it: `pp512`, `tg128`, `pp512+tg128`,
-    /// with ` @ d<depth>` appended when the depth is not zero.
+    /// with ` @ d<depth>` appended when the depth is not zero; `wall` or `metric` for a
+    /// command's.
     pub fn name(&self) -> String {
+        match self.quantity {
+            Quantity::Throughput => {}
+            Quantity::Wall => return "wall".to_string(),
+            Quantity::Metric { .. } => return "metric".to_string(),
+        }
         let mut name = match (self.n_prompt, self.n_gen) {
             (p, 0) => format!("pp{p}"),
             (0, g) => format!("tg{g}"),
@@ -94,8 +149,12 @@ pub struct BenchRow {
     pub key: TestKey,
     /// Which model.
     pub model: ModelId,
-    /// `samples_ts`: one throughput per repetition, in tokens/s.
+    /// `samples_ts`: one throughput per repetition, in tokens/s (for a `bench --command`
+    /// test, its one value, in `unit`).
     pub samples_ts: Vec<f64>,
+    /// The unit of `samples_ts` when it is not tokens/s (a command's `seconds`, or its
+    /// metric's unit); `None` for llama-bench's rows.
+    pub unit: Option<String>,
     /// `build_commit` of the llama.cpp that ran it.
     pub build_commit: Option<String>,
     /// `build_number` of the llama.cpp that ran it.
@@ -339,6 +398,7 @@ fn row_from_value(path: &Path, index: usize, value: Value) -> Result<BenchRow, P
         n_prompt: raw.n_prompt,
         n_gen: raw.n_gen,
         n_depth: raw.n_depth,
+        quantity: Quantity::Throughput,
     };
     if raw.samples_ts.is_empty() {
         return Err(ParseError::NoSamples {
@@ -360,6 +420,7 @@ fn row_from_value(path: &Path, index: usize, value: Value) -> Result<BenchRow, P
         });
     }
     Ok(BenchRow {
+        unit: None,
         key,
         model: ModelId {
             filename: raw.model_filename,
@@ -485,6 +546,7 @@ mod tests {
             n_prompt: p,
             n_gen: g,
             n_depth: d,
+            quantity: Quantity::Throughput,
         };
         assert_eq!(key(512, 0, 0).name(), "pp512");
         assert_eq!(key(0, 128, 0).name(), "tg128");

@@ -50,9 +50,8 @@ pub struct ProfileArgs {
 
     /// Read the profile from a TOML file with the fields apple_family_max,
     /// max_threadgroup_memory and recommended_working_set_size (optional: name, an [env]
-    /// table of variables for the workload, an [args] table of tool arguments: bench for
-    /// llama-bench, common for llama.cpp's common tools); a regular file or a shell's <(...),
-    /// never a FIFO or device
+    /// table of variables for the workload, an [args] table of tool arguments: bench, common,
+    /// command); a regular file or a shell's <(...), never a FIFO or device
     #[arg(long, value_name = "FILE.toml", help_heading = HEADING)]
     pub profile_file: Option<PathBuf>,
 

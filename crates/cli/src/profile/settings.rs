@@ -6,8 +6,8 @@
 //! Tools spell some options differently (llama-bench takes `-fa 1`, llama.cpp's common tools
 //! `-fa on`), so arguments are kept per tool and go only to the tool they are written for:
 //! [`ToolArgs::bench`] to llama-bench, [`ToolArgs::common`] to the tools built on llama.cpp's
-//! common argument parser (llama-perplexity, llama-completion, llama-cli, llama-server...).
-//! A new tool is a new field, an entry of [`TOOLS`] and an arm item.
+//! common argument parser (llama-perplexity, llama-completion, llama-cli, llama-server...),
+//! [`ToolArgs::command`] to the command of `capshim bench --command`.
 //!
 //! Arguments are written as one string split into words as a shell splits them, without
 //! expansions: spaces separate words; `'...'` keeps everything inside as written; `"..."` keeps
@@ -28,15 +28,18 @@ pub struct ToolArgs {
     /// For llama.cpp's common tools (`verify`'s llama-perplexity and llama-completion), e.g.
     /// `-fa on -ub 256`.
     pub common: Vec<String>,
+    /// Appended to the command of `capshim bench --command`.
+    pub command: Vec<String>,
 }
 
 /// The tools arguments can be written for: the item or key name, and the tools, in words.
-pub const TOOLS: [(&str, &str); 2] = [
+pub const TOOLS: [(&str, &str); 3] = [
     ("bench", "llama-bench"),
     (
         "common",
         "llama.cpp's common tools (llama-perplexity, llama-completion)",
     ),
+    ("command", "the command of `capshim bench --command`"),
 ];
 
 impl ToolArgs {
@@ -45,19 +48,21 @@ impl ToolArgs {
         match key {
             "bench" => Some(&mut self.bench),
             "common" => Some(&mut self.common),
+            "command" => Some(&mut self.command),
             _ => None,
         }
     }
 
     /// Whether there are none for any tool.
     pub fn is_empty(&self) -> bool {
-        self.bench.is_empty() && self.common.is_empty()
+        self.bench.is_empty() && self.common.is_empty() && self.command.is_empty()
     }
 
     /// `other`'s arguments after these, tool by tool.
     pub fn extend(&mut self, other: &ToolArgs) {
         self.bench.extend(other.bench.iter().cloned());
         self.common.extend(other.common.iter().cloned());
+        self.command.extend(other.command.iter().cloned());
     }
 }
 

@@ -115,6 +115,7 @@ pub fn verify(
             what: format!("verify of {label}"),
             reason: format!("{}, its bundle {rel} left unsealed", finished.status),
             stderr,
+            stdout: None,
         })?;
     }
     Ok((record, process))

@@ -250,6 +250,7 @@ fn run_in(
                         what: format!("arm {}", arm.name),
                         reason: reason.clone(),
                         stderr,
+                        stdout: None,
                     })?;
                     // --keep-going: the step is recorded as failed; a failed reference leaves
                     // nothing to compare with, so no other arm runs.

@@ -50,8 +50,9 @@ fn after_help() -> String {
 Each --arm names a column and one or more llama-bench `-o json` or `-o jsonl` files; rows merge by
 (n_prompt, n_gen, n_depth). The arm named `stock` (or --stock) is the reference for speedups
 (unlocked median / stock median) and the arm named `host` (or --host) for percent of host
-(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s; rows an arm
-lacks show as `missing`.
+(100 × arm median / host median). Figures are medians of samples_ts, in tokens/s (a `bench --command`
+bundle's: its wall time in seconds, or its metric in its unit, lower-is-better ones as stock /
+arm); rows an arm lacks show as `missing`.
 
 Each file is one llama-bench process (a round): file i of an arm is paired with file i of the
 stock arm, so give them in the order they ran. A speedup gets a {level}% interval and a verdict

@@ -105,6 +105,22 @@ pub fn report_partial(
             dir.display()
         );
     }
+    // A `bench --command` bench's raw files are the command's outputs (`.stdout`), and its
+    // wall times are written only at the seal: nothing here to show them from.
+    let command_outputs = std::fs::read_dir(dir.join(RAW_DIR)).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".stdout"))
+    });
+    if command_outputs {
+        bail!(
+            "{}: an unfinished `capshim bench --command` bundle: --partial shows llama-bench's \
+             results, and a command's values are recorded only when the bench seals its bundle; \
+             the outputs of the runs that finished are in its {RAW_DIR}/ directory, and its \
+             {INCOMPLETE_FILE} note says how far it got",
+            dir.display()
+        );
+    }
     let runs = finished_runs(&note);
     let mut arms: Vec<&str> = Vec::new();
     for run in &runs {
@@ -141,6 +157,7 @@ pub fn report_partial(
     let manifest = Manifest {
         format: bundle::manifest::FORMAT,
         model: None,
+        workload: None,
         arms: arms
             .iter()
             .map(|arm| {

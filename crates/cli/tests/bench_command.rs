@@ -1,0 +1,471 @@
+//! `capshim bench --command`: any workload per arm, end to end with small shell commands: a
+//! planted slowdown found by the wall time, printed values read exactly by `--metric`, warm-up
+//! and prepare runs, per-arm arguments, the shim handed past the shell, failures with and
+//! without `--keep-going`, refused combinations, and `capshim report` on every bundle written.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_report_reproduces, capshim, inert_shim, read};
+use predicates::prelude::*;
+use serde_json::Value;
+
+/// `capshim bench --command CMD -o OUT --rounds ROUNDS`, in `dir`.
+fn bench(dir: &Path, command: &str, out: &Path, rounds: u32) -> assert_cmd::Command {
+    let mut cmd = capshim();
+    cmd.current_dir(dir)
+        .arg("bench")
+        .arg("--command")
+        .arg(command)
+        .arg("--rounds")
+        .arg(rounds.to_string())
+        .arg("-o")
+        .arg(out);
+    cmd
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&read(path)).unwrap()
+}
+
+/// The cell of `arm` in the summary's only row.
+fn cell<'a>(summary: &'a Value, arm: &str) -> &'a Value {
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{summary}");
+    &rows[0]["arms"][arm]
+}
+
+#[test]
+fn a_planted_2x_slowdown_of_one_arm_is_found_by_the_wall_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    // The arm `slow` sets SLOW=1, and the command then sleeps twice as long.
+    let command = r#"if [ -n "$SLOW" ]; then sleep 0.12; else sleep 0.06; fi"#;
+    let assert = bench(tmp.path(), command, &out, 8)
+        .args(["--arm", "slow=stock,SLOW=1"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let summary = json(&out.join("summary.json"));
+    let row = &summary["rows"][0];
+    assert_eq!(row["test"], "wall");
+    assert_eq!(row["unit"], "seconds");
+    let slow = cell(&summary, "slow");
+    let ci = &slow["speedup_ci95"];
+    let (low, high) = (ci["low"].as_f64().unwrap(), ci["high"].as_f64().unwrap());
+    eprintln!(
+        "planted 2x: speedup {} [{low} {high}]",
+        slow["speedup_vs_stock"]
+    );
+    assert!(high < 0.75 && low > 0.3, "interval [{low} {high}]");
+    assert_eq!(slow["verdict"], "slower");
+    // The wall times are the processes' own, in seconds: at least the sleep.
+    assert!(cell(&summary, "stock")["median_ts"].as_f64().unwrap() >= 0.06);
+    assert!(slow["median_ts"].as_f64().unwrap() >= 0.12);
+    assert!(stdout.contains("| command | wall |"), "{stdout}");
+    assert!(stdout.contains("Lower is better here"), "{stdout}");
+    // The bundle says what it measured, and report derives it again.
+    let env = json(&out.join("environment.json"));
+    assert_eq!(env["kind"], "bench");
+    assert_eq!(env["schema_version"], 6);
+    assert_eq!(env["bundle"]["workload"]["measure"], "wall");
+    assert_eq!(env["bundle"]["workload"]["command"], command);
+    assert_eq!(env["runs"].as_array().unwrap().len(), 16);
+    assert_eq!(env["runs"][0]["argv"][0], "/bin/sh");
+    assert!(out.join("raw/slow-r8.stdout").is_file() && out.join("raw/stock-r1.stderr").is_file());
+    assert!(read(&out.join("results.csv")).contains("command,wall,median_ts,seconds,"));
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+/// A command printing `tokens/s: BASE+n` on its `n`-th run (each arm counting its own runs
+/// in `dir`), on stdout, or on stderr where `TO_STDERR` is set.
+fn counting_command(dir: &Path) -> String {
+    format!(
+        r#"f="{}/count-${{BASE}}"; n=$(cat "$f" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$f"; if [ -n "$TO_STDERR" ]; then echo "noise; tokens/s: $((BASE+n)).25" >&2; else echo "tokens/s: $((BASE+n)).25"; fi"#,
+        dir.display()
+    )
+}
+
+#[test]
+fn metric_reads_the_printed_values_exactly_from_stdout_then_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(tmp.path(), &counting_command(tmp.path()), &out, 6)
+        .env("BASE", "100")
+        .args(["--arm", "fast=stock,BASE=200,TO_STDERR=1"])
+        .args(["--metric", r"tokens/s: ([0-9.]+)", "--unit", "tokens/s"])
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["rows"][0]["test"], "metric");
+    assert_eq!(summary["rows"][0]["unit"], "tokens/s");
+    // Runs 1..6 print BASE+1.25 .. BASE+6.25: the median is BASE+3.75, exactly.
+    let stock = cell(&summary, "stock");
+    let fast = cell(&summary, "fast");
+    assert_eq!(stock["median_ts"], 103.75);
+    assert_eq!(fast["median_ts"], 203.75);
+    assert_eq!(stock["min_ts"], 101.25);
+    assert_eq!(fast["max_ts"], 206.25);
+    let samples: Vec<f64> = fast["samples_ts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let mut sorted = samples.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(sorted, [201.25, 202.25, 203.25, 204.25, 205.25, 206.25]);
+    // Higher is better: about twice the throughput is faster.
+    assert_eq!(fast["verdict"], "faster");
+    assert!(fast["speedup_vs_stock"].as_f64().unwrap() > 1.9);
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // The values come from the raw outputs: one changed (and the checksums written again) no
+    // longer gives the derived files.
+    let copy = tmp.path().join("changed");
+    std::fs::create_dir(&copy).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(out.join("."))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(copy.join("raw/stock-r1.stdout"), "tokens/s: 999\n").unwrap();
+    common::reseal(&copy);
+    common::assert_report_refuses(&copy, "summary.json");
+
+    // --lower-is-better flips it: the same values make the arm slower.
+    for f in ["count-100", "count-200"] {
+        std::fs::remove_file(tmp.path().join(f)).unwrap();
+    }
+    let out = tmp.path().join("lower");
+    bench(tmp.path(), &counting_command(tmp.path()), &out, 6)
+        .env("BASE", "100")
+        .args(["--arm", "fast=stock,BASE=200"])
+        .args(["--metric", r"tokens/s: ([0-9.]+)", "--lower-is-better"])
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["rows"][0]["unit"], "value");
+    let fast = cell(&summary, "fast");
+    assert_eq!(fast["median_ts"], 203.75);
+    assert_eq!(fast["verdict"], "slower");
+    assert!(fast["speedup_vs_stock"].as_f64().unwrap() < 0.55);
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn a_run_whose_output_has_no_match_fails_naming_the_regex() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(tmp.path(), "echo nothing here", &out, 6)
+        .args(["--metric", r"tokens/s: ([0-9.]+)"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            r#"no match of --metric "tokens/s: ([0-9.]+)" in its stdout or stderr"#,
+        ))
+        .stderr(predicate::str::contains("nothing here"));
+    assert!(out.join("INCOMPLETE").is_file());
+}
+
+#[test]
+fn a_failing_command_stops_the_bench_naming_its_exit_status_and_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(
+        tmp.path(),
+        "echo last words on stdout; echo trouble on stderr >&2; exit 7",
+        &out,
+        6,
+    )
+    .assert()
+    .code(1)
+    .stderr(
+        predicate::str::is_match(r"the command failed in arm \S+ round 1 \(exit status: 7\)")
+            .unwrap(),
+    )
+    .stderr(predicate::str::contains("trouble on stderr"))
+    .stderr(predicate::str::contains("last words on stdout"));
+    assert!(out.join("INCOMPLETE").is_file() && !out.join("SHA256SUMS").exists());
+    // report --partial cannot show it (the values are recorded at the seal), and says so.
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "an unfinished `capshim bench --command` bundle",
+        ));
+}
+
+#[test]
+fn keep_going_records_failed_runs_and_the_bundle_is_sealed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    // The arm `flaky` fails on its second run; `broken` on every run.
+    let command = format!(
+        r#"f="{}/n-$ARM"; n=$(cat "$f" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$f"; [ "$ARM" = broken ] && exit 3; [ "$ARM" = flaky ] && [ $n = 2 ] && exit 4; exit 0"#,
+        tmp.path().display()
+    );
+    bench(tmp.path(), &command, &out, 6)
+        .env("ARM", "stock")
+        .args([
+            "--arm",
+            "flaky=stock,ARM=flaky",
+            "--arm",
+            "broken=stock,ARM=broken",
+        ])
+        .arg("--keep-going")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "no result for arm broken: every run of it failed",
+        ));
+    let env = json(&out.join("environment.json"));
+    let arms = env["bundle"]["arms"].as_array().unwrap();
+    let flaky = arms.iter().find(|a| a["name"] == "flaky").unwrap();
+    let failed: Vec<&Value> = flaky["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("failed").is_some())
+        .collect();
+    assert_eq!(failed.len(), 1, "{flaky}");
+    assert_eq!(failed[0]["failed"], "exit status: 4");
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(cell(&summary, "flaky")["samples"], 5);
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("arm flaky: 1 of 6 runs failed"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("arm broken failed in every round"),
+        "{warnings}"
+    );
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn warmup_runs_first_unmeasured_and_prepare_runs_before_each_measured_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let log = tmp.path().join("log");
+    let command = format!(r#"echo "run ${{TAG:-stock}}" >> "{}""#, log.display());
+    bench(tmp.path(), &command, &out, 6)
+        .args([
+            "--arm",
+            "a=stock,TAG=a",
+            "--warmup",
+            "2",
+            "--cooldown",
+            "0.01",
+        ])
+        .arg("--prepare")
+        .arg(format!(
+            r#"echo "prepare ${{TAG:-none}}" >> "{}""#,
+            log.display()
+        ))
+        .assert()
+        .success();
+    let lines: Vec<String> = read(&log).lines().map(str::to_string).collect();
+    // Warm-up: each arm twice, in turn, before any prepare; then prepare before every run,
+    // without the arm's variables.
+    assert_eq!(lines[..4], ["run stock", "run stock", "run a", "run a"]);
+    assert_eq!(lines.len(), 4 + 2 * 12);
+    for pair in lines[4..].chunks(2) {
+        assert_eq!(pair[0], "prepare none");
+        assert!(pair[1].starts_with("run "), "{pair:?}");
+    }
+    let env = json(&out.join("environment.json"));
+    assert_eq!(env["warmup"], 2);
+    assert_eq!(env["cooldown_seconds"], 0.01);
+    assert_eq!(env["warmup_runs"].as_array().unwrap().len(), 4);
+    assert_eq!(env["prepare_runs"].as_array().unwrap().len(), 12);
+    assert_eq!(env["runs"].as_array().unwrap().len(), 12);
+    assert!(out.join("raw/a-w2.stdout").is_file());
+    assert!(out.join("raw/a-r6.prepare.stdout").is_file());
+    assert_eq!(
+        json(&out.join("summary.json"))["rows"][0]["arms"]["a"]["samples"],
+        6
+    );
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn an_arms_command_args_are_appended_to_the_command_shell_quoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(tmp.path(), "printf '<%s>'", &out, 6)
+        .args(["--arm", r#"a=stock,command-args=--name "x, y" "it's""#])
+        .assert()
+        .success();
+    assert_eq!(read(&out.join("raw/a-r1.stdout")), "<--name><x, y><it's>");
+    assert_eq!(read(&out.join("raw/stock-r1.stdout")), "<>");
+    let env = json(&out.join("environment.json"));
+    let arms = env["bundle"]["arms"].as_array().unwrap();
+    assert_eq!(
+        arms[1]["args"],
+        serde_json::json!(["--name", "x, y", "it's"])
+    );
+}
+
+/// A command that hooks as the shim would, in a child of the shell: only where the shim
+/// library reached that child in the injection variable, with the shim's status file.
+const HOOK_IN_A_CHILD: &str = r#"sh -c 'case "$LD_PRELOAD$DYLD_INSERT_LIBRARIES" in *capshim*) [ -n "$CAPSHIM_STATUS_FILE" ] && echo "{\"pid\":$$,\"process\":\"w\",\"event\":\"hooked\",\"reason\":null,\"class\":\"AppleParavirtDevice\",\"profile\":null}" >> "$CAPSHIM_STATUS_FILE";; esac; [ -z "$CAPSHIM_BENCH_INJECT" ]'"#;
+
+#[test]
+fn the_shim_reaches_the_commands_children_and_an_inactive_arm_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shim = inert_shim(tmp.path());
+    let out = tmp.path().join("b");
+    bench(tmp.path(), HOOK_IN_A_CHILD, &out, 6)
+        .args(["--arm", "apple9-64k", "--dylib"])
+        .arg(&shim)
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(
+        summary["activation"]["apple9-64k"]["activated"], true,
+        "{summary}"
+    );
+    // The shell is never given the injection variable (macOS prunes DYLD_* from /bin/sh at
+    // launch): its value travels in CAPSHIM_BENCH_INJECT, set again by the script.
+    let env = json(&out.join("environment.json"));
+    for run in env["runs"].as_array().unwrap() {
+        let set = &run["env"]["set"];
+        assert!(set.get(common::INJECTION_VAR).is_none(), "{run}");
+        if run["arm"] == "apple9-64k" {
+            assert!(
+                set["CAPSHIM_BENCH_INJECT"]
+                    .as_str()
+                    .unwrap()
+                    .contains("capshim"),
+                "{run}"
+            );
+            assert!(run["argv"][2].as_str().unwrap().contains("export"), "{run}");
+        }
+    }
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+
+    // A command where nothing hooks: the unlocked arm would be stock in disguise.
+    let out = tmp.path().join("inactive");
+    bench(tmp.path(), "true", &out, 6)
+        .args(["--arm", "apple9-64k", "--dylib"])
+        .arg(&shim)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the shim did not activate in arm apple9-64k",
+        ))
+        .stderr(predicate::str::contains("--allow-inactive"));
+    let out = tmp.path().join("allowed");
+    bench(tmp.path(), "true", &out, 6)
+        .args(["--arm", "apple9-64k", "--allow-inactive", "--dylib"])
+        .arg(&shim)
+        .assert()
+        .success();
+}
+
+#[test]
+fn llama_bench_options_and_options_without_their_partner_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("never");
+    for (args, says) in [
+        (&["--command", "true", "-m", "x.gguf"][..], "--model"),
+        (&["--command", "true", "-p", "64"][..], "--n-prompt"),
+        (
+            &["--command", "true", "--llama-dir", "/x"][..],
+            "--llama-dir",
+        ),
+        (
+            &["--command", "true", "--", "-t", "8"][..],
+            "LLAMA_BENCH_ARGS",
+        ),
+        (&["-m", "x.gguf", "--metric", "(x)"][..], "--command"),
+        (&["--command", "true", "--lower-is-better"][..], "--metric"),
+        (&["--warmup", "2"][..], "--command"),
+        (
+            &["--command", "true", "--metric", "tokens/s"][..],
+            "no capture group",
+        ),
+        (&["--command", "  "][..], "--command is empty"),
+        (&[][..], "--model"),
+    ] {
+        capshim()
+            .current_dir(tmp.path())
+            .arg("bench")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+        assert!(!out.exists(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pid_file = tmp.path().join("sleeper.pid");
+    // The shell starts a child that outlives it unless the whole group gets the signal.
+    let command = format!(r#"sleep 30 & echo $! > "{}"; wait"#, pid_file.display());
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args([
+            "bench",
+            "--command",
+            &command,
+            "--rounds",
+            "6",
+            "--arm",
+            "x=stock",
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never started");
+    }
+    let sleeper = read(&pid_file).trim().to_string();
+    let kill = |args: &[&str]| {
+        std::process::Command::new("kill")
+            .args(args)
+            .status()
+            .unwrap()
+    };
+    assert!(kill(&["-TERM", &child.id().to_string()]).success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(out.join("INCOMPLETE").is_file());
+    // The sleeper got SIGTERM too: it is gone (or a zombie being reaped), not sleeping on.
+    let mut gone = false;
+    for _ in 0..100 {
+        let alive = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ps -o stat= -p {sleeper} | grep -qv Z"))
+            .status()
+            .unwrap()
+            .success();
+        if !alive {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !gone {
+        kill(&["-KILL", &sleeper]);
+    }
+    assert!(gone, "the command's child {sleeper} outlived the bench");
+}
