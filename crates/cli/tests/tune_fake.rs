@@ -371,3 +371,55 @@ fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
         .success()
         .stdout(predicates::str::contains("| `flash-attn` |"));
 }
+
+#[test]
+fn a_command_is_tuned_by_its_wall_time_and_check_stands_in_for_verify() {
+    let s = setup();
+    // Faster with the shim's variables: the apple9-64k profile wins against stock.
+    let command = r#"if [ -n "$CAPSHIM_APPLE_FAMILY_MAX" ]; then sleep 0.01; else sleep 0.04; fi"#;
+    let run = |out: &Path, check: &str| {
+        let mut cmd = capshim();
+        cmd.current_dir(s.tmp.path())
+            .args(["tune", "--command", command, "--check", check])
+            .arg("--dylib")
+            .arg(&s.shim)
+            .args([
+                "--allow-inactive",
+                "--reference",
+                "stock",
+                "--budget",
+                "3s",
+                "-o",
+            ])
+            .arg(out);
+        cmd
+    };
+    let out = s.tmp.path().join("command");
+    run(&out, r#"test -n "$CAPSHIM_APPLE_FAMILY_MAX""#)
+        .assert()
+        .success();
+    let sum = summary(&out);
+    assert_eq!(sum["command"], command);
+    assert_eq!(sum["winner"], "apple9-64k", "{sum:#}");
+    assert_eq!(sum["verify"]["verdict"], "passed");
+    assert!(
+        candidate(&sum, "apple9-64k")["interval_low"]
+            .as_f64()
+            .unwrap()
+            > 1.02
+    );
+    assert!(read(&out.join("recommended.toml")).contains("apple_family_max = 1009"));
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // A --check that fails rejects the faster setting.
+    let out = s.tmp.path().join("command-failed");
+    run(&out, "exit 1")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "its --check failed; it is rejected",
+        ));
+    let sum = summary(&out);
+    assert_eq!(sum["winner"], serde_json::Value::Null, "{sum:#}");
+    assert_eq!(sum["verify"]["verdict"], "failed");
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}

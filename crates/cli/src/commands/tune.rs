@@ -12,13 +12,14 @@ use super::experiment::{ExperimentArgs, LlamaBenchArgs, ShimArgs, existing_file}
 use crate::analysis::interval::{MIN_ROUNDS, NOISE};
 use crate::arms::{Arm, STOCK, Spec};
 use crate::bench::plan::{Plan as BenchPlan, check_arm_args, check_extra_args};
+use crate::bundle::workload::{Measure, Workload as Workload_};
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
 use crate::llama::tools;
 use crate::platform::facts;
 use crate::tune::knobs::{self, Candidate, Found, Platform, Workload};
 use crate::tune::manifest::RECOMMENDATION;
-use crate::tune::plan::{ArmOptions, Plan, Reference, VerifySetup, parse_budget};
+use crate::tune::plan::{ArmOptions, CommandMode, Plan, Reference, VerifySetup, parse_budget};
 use crate::tune::probe::{Probe, probe};
 use crate::tune::runner;
 use crate::tune::search::Config;
@@ -79,9 +80,29 @@ pub struct TuneArgs {
         short = 'm',
         long = "model",
         value_name = "MODEL.gguf",
-        required_unless_present = "list_knobs"
+        required_unless_present_any = ["list_knobs", "command"]
     )]
     pub model: Option<PathBuf>,
+
+    /// Tune this shell command instead of llama-bench: each arm runs `/bin/sh -c CMD` once per
+    /// round, its wall time measured (lower is better); the knobs are the catalogue's for any
+    /// Metal workload (the profiles, MLX's command-buffer limits). Not with -m or llama-bench's
+    /// options.
+    #[arg(
+        long = "command",
+        value_name = "CMD",
+        conflicts_with_all = [
+            "model", "llama_bench", "llama_dir", "repetitions", "n_prompt", "n_gen", "extra",
+        ]
+    )]
+    pub command: Option<String>,
+
+    /// With --command: a shell command that stands in for verify, run once with the settings of
+    /// each candidate that would win (its shim, variables and command-args): exit 0 means its
+    /// results are right; anything else rejects it. Without it, a command's winner is not
+    /// checked, and the report says so.
+    #[arg(long = "check", value_name = "CMD", requires = "command")]
+    pub check: Option<String>,
 
     /// Print the knob catalogue (every knob, its values, where it exists, why and its source)
     /// as a Markdown table, and exit.
@@ -188,7 +209,7 @@ type Runnable = (Candidate, Arm);
 fn candidates(
     args: &TuneArgs,
     reference: &Reference,
-    probe: &Probe,
+    probe: Option<&Probe>,
 ) -> anyhow::Result<(Vec<Runnable>, Vec<String>)> {
     let options = ArmOptions {
         cpu_brand: args.shim.cpu_brand.clone(),
@@ -206,11 +227,17 @@ fn candidates(
     .is_ok();
     let found = Found {
         platform,
-        workload: Workload::Llama,
-        llama_build: probe.build_number.and_then(|n| {
-            knobs::llama_build(&catalogue, n, probe.build_commit.as_deref().unwrap_or(""))
+        workload: if probe.is_some() {
+            Workload::Llama
+        } else {
+            Workload::Command
+        },
+        llama_build: probe.and_then(|p| {
+            let commit = p.build_commit.as_deref().unwrap_or("");
+            p.build_number
+                .and_then(|n| knobs::llama_build(&catalogue, n, commit))
         }),
-        cpu_work: probe.cpu_work(),
+        cpu_work: probe.is_some_and(Probe::cpu_work),
         native_known,
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
     };
@@ -248,15 +275,20 @@ fn candidates(
 fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     check_extra_args(&args.extra).map_err(|e| usage(e.to_string()))?;
     args.experiment.check()?;
-    let model = existing_file(
-        args.model.as_deref().unwrap_or(std::path::Path::new("")),
-        "model",
-        "give an existing GGUF file with -m",
-    )?;
-    let llama_bench = args.llama.llama_bench()?;
     let reference = reference(&args)?;
-    let probe = probe(&llama_bench, &model, &args.extra).map_err(anyhow::Error::msg)?;
-    let (candidates, left_out) = candidates(&args, &reference, &probe)?;
+    let (model, llama_bench, probe) = if args.command.is_some() {
+        (PathBuf::new(), PathBuf::new(), None)
+    } else {
+        let model = existing_file(
+            args.model.as_deref().unwrap_or(std::path::Path::new("")),
+            "model",
+            "give an existing GGUF file with -m",
+        )?;
+        let llama_bench = args.llama.llama_bench()?;
+        let probe = probe(&llama_bench, &model, &args.extra).map_err(anyhow::Error::msg)?;
+        (model, llama_bench, Some(probe))
+    };
+    let (candidates, left_out) = candidates(&args, &reference, probe.as_ref())?;
     for note in &left_out {
         crate::term::note(format!("left out: {note}"));
     }
@@ -269,7 +301,11 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
     let mut arms = vec![reference.arm.clone()];
     arms.extend(candidates.iter().map(|(_, arm)| arm.clone()));
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
-    let dylib = if let Some((path, arches)) = args.shim.shim_library(needs_shim)? {
+    let shim = args.shim.shim_library(needs_shim)?;
+    let dylib = if let (Some((path, _)), Some(_)) = (&shim, &args.command) {
+        // The command's programs are not known, so there is nothing to pre-flight.
+        Some(path.clone())
+    } else if let Some((path, arches)) = shim {
         let launch = preflight::Launch {
             program: &llama_bench,
             library: &path,
@@ -346,6 +382,16 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             },
             verify,
             probe,
+            command: args.command.map(|command| CommandMode {
+                workload: Workload_ {
+                    command,
+                    measure: Measure::Wall,
+                    regex: None,
+                    lower_is_better: false,
+                    unit: "seconds".to_string(),
+                },
+                check: args.check,
+            }),
             combine_best: knobs::COMBINE_TOP,
             combine: knobs::combine,
         },

@@ -30,8 +30,21 @@ pub enum DeriveError {
     Manifest(String),
 }
 
-/// Reads the verdict of `record`'s candidate from its verify bundle under `dir`.
+/// Reads the verdict of `record`'s candidate from its verify bundle under `dir` (`passed` or
+/// `failed` for a `--check` run, by its exit code).
 pub fn verify_result(dir: &Path, record: &VerifyRecord) -> VerifyResult {
+    if record.check {
+        return VerifyResult {
+            label: record.label.clone(),
+            verdict: if record.exit_code == Some(0) {
+                "passed"
+            } else {
+                "failed"
+            }
+            .to_string(),
+            bundle: record.bundle.clone(),
+        };
+    }
     let path = dir.join(&record.bundle).join("summary.json");
     let verdict = std::fs::read_to_string(&path)
         .ok()
@@ -68,12 +81,18 @@ pub fn qualifying(outcome: &Outcome, band: f64) -> Vec<usize> {
     out
 }
 
-/// The winner: the first qualifying candidate verified `equivalent`.
+/// The verdicts that accept a candidate: verify's `equivalent`, a `--check` run's `passed`.
+pub fn accepted(verdict: &str) -> bool {
+    verdict == "equivalent" || verdict == "passed"
+}
+
+/// The winner: the first qualifying candidate verified `equivalent` (or whose `--check`
+/// passed).
 pub fn winner(qualifying: &[usize], labels: &[String], verified: &[VerifyResult]) -> Option<usize> {
     qualifying.iter().copied().find(|&c| {
         verified
             .iter()
-            .any(|v| v.label == labels[c] && v.verdict == "equivalent")
+            .any(|v| v.label == labels[c] && accepted(&v.verdict))
     })
 }
 
@@ -81,25 +100,45 @@ pub fn winner(qualifying: &[usize], labels: &[String], verified: &[VerifyResult]
 type Figures = HashMap<(usize, usize), Vec<f64>>;
 
 /// One round's figures: `(candidate, log ratio)` for every candidate whose run and the
-/// reference's both gave a result (`labels`: the candidates' labels, by index).
+/// reference's both gave a result (`labels`: the candidates' labels, by index). A llama-bench
+/// round compares throughputs (candidate / reference); a `--command` round compares wall
+/// times, lower is better (reference / candidate), so a higher figure is better in both.
 ///
 /// # Errors
 /// [`DeriveError`] when a run not recorded as failed gives no result, or names no candidate.
 pub fn round_figures(
     dir: &Path,
-    reference: &str,
+    m: &Manifest,
     labels: &[String],
     round: &RoundRecord,
 ) -> Result<Vec<(usize, f64)>, DeriveError> {
+    let command = m.command.is_some();
     let mut got: Vec<(&str, Vec<(TestKey, f64)>)> = Vec::new();
     for run in round.runs.iter().filter(|r| r.failed.is_none()) {
         let path = dir.join(&run.json);
-        let rows = read_bench_file(&path).map_err(|e| DeriveError::NoResult {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
-        got.push((run.arm.as_str(), medians(&rows)));
+        let medians = if command {
+            // One "test" whose figure is the inverse of the wall time: higher is better.
+            let seconds = run
+                .seconds
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| DeriveError::NoResult {
+                    path: path.clone(),
+                    why: "its run has no wall time".into(),
+                })?;
+            vec![(
+                TestKey::command(crate::llama::bench_json::Quantity::Wall),
+                1.0 / seconds,
+            )]
+        } else {
+            let rows = read_bench_file(&path).map_err(|e| DeriveError::NoResult {
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+            medians(&rows)
+        };
+        got.push((run.arm.as_str(), medians));
     }
+    let reference = m.reference.as_str();
     let Some((_, base)) = got.iter().find(|(arm, _)| *arm == reference) else {
         return Ok(Vec::new());
     };
@@ -124,7 +163,7 @@ fn figures(dir: &Path, m: &Manifest) -> Result<Figures, DeriveError> {
     let mut out = Figures::new();
     for (s, stage) in m.stages.iter().enumerate() {
         for round in &stage.rounds {
-            for (c, f) in round_figures(dir, &m.reference, &labels, round)? {
+            for (c, f) in round_figures(dir, m, &labels, round)? {
                 out.entry((s, c)).or_default().push(f);
             }
         }
@@ -211,7 +250,14 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     let outcome = halving.outcome();
     let labels: Vec<String> = m.candidates.iter().map(|c| c.label.clone()).collect();
     let verified: Vec<VerifyResult> = m.verify.iter().map(|v| verify_result(dir, v)).collect();
-    let winner = winner(&qualifying(&outcome, m.band), &labels, &verified);
+    let qualifying = qualifying(&outcome, m.band);
+    // A command tuned without --check has nothing to verify it with: the search's winner stands
+    // unchecked, and the report says so.
+    let winner = if m.command.is_some() && m.check.is_none() {
+        qualifying.first().copied()
+    } else {
+        winner(&qualifying, &labels, &verified)
+    };
     let recommendation = winner
         .filter(|&w| m.candidates[w].resolved.apple_family_max.is_some())
         .map(|_| RECOMMENDATION);
@@ -219,6 +265,8 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         schema_version: SCHEMA_VERSION,
         kind: "tune",
         model: m.model.clone(),
+        command: m.command.clone(),
+        check: m.check.clone(),
         reference: m.reference.clone(),
         budget_seconds: m.budget_seconds,
         band: m.band,

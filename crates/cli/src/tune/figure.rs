@@ -64,6 +64,7 @@ mod tests {
             n_prompt,
             n_gen,
             n_depth: 0,
+            quantity: Default::default(),
         }
     }
 

@@ -45,6 +45,13 @@ pub struct Manifest {
     /// Why the search ended: `complete` (the search had no further stage) or `budget` (the
     /// time for the search was up).
     pub ended: String,
+    /// With `--command`: the command tuned (its wall time measured, lower is better), instead
+    /// of llama-bench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// With `--command`: the `--check` command that stands in for verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
 }
 
 /// One setting of a candidate.
@@ -173,22 +180,29 @@ pub struct RoundRecord {
 pub struct RunRecord {
     /// The arm's label.
     pub arm: String,
-    /// Its JSON output, relative to the bundle.
+    /// Its output (llama-bench's JSON, or a command's stdout), relative to the bundle.
     pub json: String,
     /// Its stderr, relative to the bundle.
     pub stderr: String,
     /// Why it failed, when `--keep-going` recorded it as failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// With `--command`: its wall time, seconds (what a command's rounds compare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
-/// One verify run of a candidate against the reference.
+/// One verify run of a candidate against the reference (or, with `--command`, one run of
+/// `--check` with the candidate's settings).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VerifyRecord {
     /// The candidate's label.
     pub label: String,
-    /// The verify bundle, relative to the tune bundle.
+    /// The verify bundle, relative to the tune bundle; for a `--check` run, its stdout file.
     pub bundle: String,
+    /// Whether this is a `--check` run: its verdict is its exit code's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
     /// The verify command's exit code (`None` when killed by a signal).
     pub exit_code: Option<i32>,
 }
@@ -240,6 +254,7 @@ mod tests {
                         json: "raw/ref-r1.json".into(),
                         stderr: "raw/ref-r1.stderr".into(),
                         failed: None,
+                        seconds: None,
                     }],
                 }],
             }],
@@ -254,6 +269,7 @@ mod tests {
         m.verify.push(VerifyRecord {
             label: "x".into(),
             bundle: "../elsewhere".into(),
+            check: false,
             exit_code: Some(0),
         });
         assert_eq!(m.path_outside(), Some("../elsewhere"));

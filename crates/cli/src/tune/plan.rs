@@ -70,6 +70,16 @@ pub struct VerifySetup {
     pub shim_args: Vec<String>,
 }
 
+/// `--command`: a command tuned instead of llama-bench.
+#[derive(Clone, Debug)]
+pub struct CommandMode {
+    /// The command and what is measured of it (its wall time).
+    pub workload: crate::bundle::workload::Workload,
+    /// `--check`: run with each candidate that would win, exit 0 meaning its results are
+    /// right; it stands in for verify.
+    pub check: Option<String>,
+}
+
 /// Everything a tune run needs, checked.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -91,8 +101,12 @@ pub struct Plan {
     pub arm_options: ArmOptions,
     /// How verify runs.
     pub verify: VerifySetup,
-    /// What the probe found of llama.cpp (recorded in `environment.json`).
-    pub probe: super::probe::Probe,
+    /// What the probe found of llama.cpp (recorded in `environment.json`); `None` with
+    /// `--command`.
+    pub probe: Option<super::probe::Probe>,
+    /// `--command`: the command tuned instead of llama-bench (`bench`'s llama-bench fields are
+    /// then unused).
+    pub command: Option<CommandMode>,
     /// How many of the best single knobs are combined after the first stage.
     pub combine_best: usize,
     /// The combinations of the best single knobs (the catalogue's rule).

@@ -19,9 +19,12 @@ fn ratio(value: Option<f64>) -> String {
 /// `report.md`.
 pub fn markdown(s: &Summary) -> String {
     let mut out = String::new();
+    let what = match &s.command {
+        Some(command) => format!("`{command}`"),
+        None => s.model.clone(),
+    };
     out.push_str(&format!(
-        "# capshim tune: {}\n\nReference arm: `{}`. Budget: {:.0} s. The search {}.\n\n",
-        s.model,
+        "# capshim tune: {what}\n\nReference arm: `{}`. Budget: {:.0} s. The search {}.\n\n",
         s.reference,
         s.budget_seconds,
         if s.ended == "complete" {
@@ -30,24 +33,42 @@ pub fn markdown(s: &Summary) -> String {
             "stopped when its time was up"
         }
     ));
+    let band = percent_text(s.band);
     out.push_str(&match (&s.winner, &s.verify) {
-        (Some(w), Some(v)) => format!(
-            "**Winner: `{w}`**, faster than the reference beyond the ±{}% band and verified \
-             `{}` against it (verify bundle `{}`).\n\n",
-            percent_text(s.band),
-            v.verdict,
+        (Some(w), Some(v)) if v.verdict == "passed" => format!(
+            "**Winner: `{w}`**, faster than the reference beyond the ±{band}% band, and its \
+             --check passed (its output: `{}`).\n\n",
             v.bundle
         ),
-        _ => format!(
+        (Some(w), Some(v)) => format!(
+            "**Winner: `{w}`**, faster than the reference beyond the ±{band}% band and verified \
+             `{}` against it (verify bundle `{}`).\n\n",
+            v.verdict, v.bundle
+        ),
+        (Some(w), None) => format!(
+            "**Winner: `{w}`**, faster than the reference beyond the ±{band}% band. Its results \
+             were NOT checked: give --check to check them.\n\n"
+        ),
+        (None, _) if s.command.is_some() && s.check.is_some() => format!(
             "**No setting beats the reference here**: no candidate was faster by an interval \
-             wholly above the ±{}% band and verified `equivalent`.\n\n",
-            percent_text(s.band)
+             wholly above the ±{band}% band and passed --check.\n\n"
+        ),
+        (None, _) if s.command.is_some() => format!(
+            "**No setting beats the reference here**: no candidate was faster by an interval \
+             wholly above the ±{band}% band.\n\n"
+        ),
+        (None, _) => format!(
+            "**No setting beats the reference here**: no candidate was faster by an interval \
+             wholly above the ±{band}% band and verified `equivalent`.\n\n"
         ),
     });
-    out.push_str(
+    out.push_str(if s.command.is_some() {
+        "Speed is reference / candidate wall time of the command (higher is faster), paired by \
+         round; the interval is the one the winner rule read.\n\n"
+    } else {
         "Speed is candidate / reference throughput (the geometric mean over llama-bench's \
-         tests), paired by round; the interval is the one the winner rule read.\n\n",
-    );
+         tests), paired by round; the interval is the one the winner rule read.\n\n"
+    });
     out.push_str(
         "| rank | candidate | settings | rounds | speed | interval | eliminated after stage |\n",
     );
@@ -80,10 +101,17 @@ pub fn markdown(s: &Summary) -> String {
     if !s.verify_runs.is_empty() {
         out.push_str("\n## Verify\n\n");
         for v in &s.verify_runs {
-            out.push_str(&format!(
-                "- `{}`: {} (`capshim report {}`)\n",
-                v.label, v.verdict, v.bundle
-            ));
+            out.push_str(&if s.command.is_some() {
+                format!(
+                    "- `{}`: --check {} (its output: `{}`)\n",
+                    v.label, v.verdict, v.bundle
+                )
+            } else {
+                format!(
+                    "- `{}`: {} (`capshim report {}`)\n",
+                    v.label, v.verdict, v.bundle
+                )
+            });
         }
     }
     if !s.left_out.is_empty() {
@@ -92,7 +120,13 @@ pub fn markdown(s: &Summary) -> String {
             out.push_str(&format!("- {note}\n"));
         }
     }
-    if let (Some(w), Some(file)) = (&s.winner, s.recommendation) {
+    if let (Some(w), Some(file), Some(command)) = (&s.winner, s.recommendation, &s.command) {
+        out.push_str(&format!(
+            "\n## Using the result\n\n`{file}` holds `{w}`'s settings as a profile file:\n\n\
+             ```\ncapshim run --profile-file {file} -- {command}\n\
+             capshim bench --command '{command}' --arm {w}=file={file}\n```\n"
+        ));
+    } else if let (Some(w), Some(file)) = (&s.winner, s.recommendation) {
         out.push_str(&format!(
             "\n## Using the result\n\n`{file}` holds `{w}`'s settings as a profile file:\n\n\
              ```\ncapshim run --profile-file {file} -- llama-server -m MODEL.gguf\n\
@@ -125,7 +159,7 @@ fn words(args: &[String]) -> String {
 pub fn profile_file(winner: &CandidateRecord) -> String {
     let r = &winner.resolved;
     let mut out = format!(
-        "# The settings `capshim tune` found fastest and verified equivalent here: {}.\n\
+        "# The settings `capshim tune` found fastest here (its report.md says how): {}.\n\
          # Use: capshim run --profile-file {RECOMMENDATION} -- CMD, or an arm file={RECOMMENDATION}.\n",
         winner.label
     );

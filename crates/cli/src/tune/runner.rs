@@ -16,18 +16,20 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::derive::{self, qualifying, round_figures, verify_result};
+use super::derive::{self, accepted, qualifying, round_figures, verify_result};
 use super::knobs::Candidate;
 use super::manifest::{
     CandidateRecord, DERIVED_FILES, Manifest, RoundRecord, RunRecord, StageRecord,
 };
-use super::plan::Plan;
+use super::plan::{CommandMode, Plan};
 use super::search::{Halving, Outcome as SearchOutcome};
 use super::verifier::{self, VerifyProcess};
 use crate::arms::Arm;
-use crate::bench::environment::{Files, RunRecord as BenchProcess};
+use crate::bench::command;
+use crate::bench::environment::{Files, Round, RunRecord as BenchProcess};
 use crate::bench::executor::run_one;
 use crate::bench::runner::identify_files;
+use crate::bundle::identity::{FileId, identify};
 use crate::experiment::record::Header;
 use crate::experiment::rounds::interleave;
 use crate::experiment::seal::{Sealed, SealedBundle, write_sealed};
@@ -96,7 +98,23 @@ impl Experiment for Tune<'_> {
     fn run_in(&mut self, dir: &Path, cx: &mut Context) -> Result<Outcome, ExperimentError> {
         let start = Instant::now();
         let dir = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
-        let (files, stamps) = identify_files(&self.plan.bench, cx)?;
+        let (files, stamps) = if self.plan.command.is_some() {
+            // A command's own files are not known; the shim's is.
+            let mut stamps = Vec::new();
+            let dylib = match self.plan.bench.dylib.as_deref() {
+                Some(path) => {
+                    let stop = || cx.signals.received();
+                    let (id, stamp) = identify(path, "shim library", &stop)?;
+                    stamps.push(stamp);
+                    Some(id)
+                }
+                None => None,
+            };
+            (RunFiles::Command { dylib }, stamps)
+        } else {
+            let (files, stamps) = identify_files(&self.plan.bench, cx)?;
+            (RunFiles::Llama(files), stamps)
+        };
         let mut search = Search::new(self.plan, start);
         search.run(&dir, cx)?;
         search.verify(&dir, cx)?;
@@ -107,19 +125,33 @@ impl Experiment for Tune<'_> {
     }
 }
 
+/// The files a run used: llama-bench's (the model, llama-bench, the shim), or with `--command`
+/// the shim's alone.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RunFiles {
+    Llama(Files),
+    Command { dylib: Option<FileId> },
+}
+
 /// `environment.json`.
 #[derive(Serialize)]
 struct Environment<'a> {
     #[serde(flatten)]
     header: Header,
     injection_variable: &'static str,
-    files: Files,
-    /// What the probe found of llama.cpp, which chose the knobs.
-    probe: &'a super::probe::Probe,
+    files: RunFiles,
+    /// What the probe found of llama.cpp, which chose the knobs (not with `--command`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe: Option<&'a super::probe::Probe>,
     /// The reference, then every candidate, as run.
     arms: &'a [Arm],
-    /// llama-bench's arguments before each arm's own.
-    llama_bench_args: Vec<String>,
+    /// llama-bench's arguments before each arm's own (not with `--command`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llama_bench_args: Option<Vec<String>>,
+    /// With `--command`: the command and what is measured of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload: Option<&'a crate::bundle::workload::Workload>,
     /// Every llama-bench process, in the order run.
     runs: &'a [BenchProcess],
     /// Every verify process.
@@ -169,6 +201,8 @@ impl<'a> Search<'a> {
                 .collect(),
             left_out: plan.left_out.clone(),
             ended: "complete".to_string(),
+            command: plan.command.as_ref().map(|c| c.workload.command.clone()),
+            check: plan.command.as_ref().and_then(|c| c.check.clone()),
             ..Manifest::default()
         };
         Search {
@@ -251,7 +285,7 @@ impl<'a> Search<'a> {
                     .round(dir, cx, &stage.alive, &bar)
                     .inspect_err(|_| bar.finish_and_clear())?;
                 let labels = self.labels();
-                let figures = round_figures(dir, &self.manifest.reference, &labels, &round)
+                let figures = round_figures(dir, &self.manifest, &labels, &round)
                     .map_err(ExperimentError::derive)?;
                 for (c, f) in figures {
                     if let Some(i) = stage.alive.iter().position(|&a| a == c) {
@@ -297,7 +331,12 @@ impl<'a> Search<'a> {
             cx.check_signals()?;
             let arm = &self.arms[arms[slot.arm]];
             let stem = format!("{}-r{round}", arm.name);
-            let json = format!("raw/{stem}.json");
+            let out = if self.plan.command.is_some() {
+                "stdout"
+            } else {
+                "json"
+            };
+            let json = format!("raw/{stem}.{out}");
             let stderr = format!("raw/{stem}.stderr");
             let status = arm
                 .profile
@@ -305,15 +344,43 @@ impl<'a> Search<'a> {
                 .then(|| format!("raw/{stem}.status.jsonl"));
             cx.progress
                 .start(format!("arm {} round {round} ({json})", arm.name));
-            let (process, failed) = run_one(
-                &self.plan.bench,
-                arm,
-                round,
-                &self.plan.bench.llama_args_for(arm),
-                dir,
-                (&json, &stderr, status.as_deref()),
-                cx,
-            )?;
+            let (process, failed, seconds) = match &self.plan.command {
+                None => {
+                    let (process, failed) = run_one(
+                        &self.plan.bench,
+                        arm,
+                        round,
+                        &self.plan.bench.llama_args_for(arm),
+                        dir,
+                        (&json, &stderr, status.as_deref()),
+                        cx,
+                    )?;
+                    (process, failed, None)
+                }
+                Some(mode) => {
+                    let status_path = status.as_ref().map(|s| dir.join(s));
+                    let measured = command::run_one(
+                        cx,
+                        &command::Job {
+                            command: &mode.workload.command,
+                            arm,
+                            dylib: self.plan.bench.dylib.as_deref(),
+                            workload: &mode.workload,
+                            regex: None,
+                            allow_inactive: self.plan.bench.allow_inactive,
+                        },
+                        &command::Output {
+                            stdout: &dir.join(&json),
+                            stderr: &dir.join(&stderr),
+                            status: status_path.as_deref(),
+                        },
+                        Round { round },
+                        format!("arm {} round {round}", arm.name),
+                    )?;
+                    let failed = measured.record.failed.clone();
+                    (measured.record, failed, measured.value)
+                }
+            };
             if failed.is_none() {
                 cx.progress.finish();
             }
@@ -323,6 +390,7 @@ impl<'a> Search<'a> {
                 json,
                 stderr,
                 failed,
+                seconds,
             });
             bar.set_position(self.start.elapsed().as_secs());
         }
@@ -392,44 +460,65 @@ impl<'a> Search<'a> {
                 && left < took
             {
                 crate::term::note(format!(
-                    "no time left in the budget to verify {label} (the last verify took {}); \
+                    "no time left in the budget to verify {label} (the last verify took {:.1} s); \
                      it is not a winner",
-                    clock(took)
+                    took.as_secs_f64()
                 ));
                 break;
             }
-            crate::term::line(format!(
-                "capshim: tune: verifying {label} against {} (verify-{label})",
-                self.manifest.reference
-            ));
             let began = Instant::now();
-            let spec = self.manifest.candidates[c].arm.clone();
-            let (record, process) = verifier::verify(self.plan, &label, &spec, dir, cx)?;
+            let (record, process) = match &self.plan.command {
+                None => {
+                    crate::term::line(format!(
+                        "capshim: tune: verifying {label} against {} (verify-{label})",
+                        self.manifest.reference
+                    ));
+                    let spec = self.manifest.candidates[c].arm.clone();
+                    verifier::verify(self.plan, &label, &spec, dir, cx)?
+                }
+                Some(CommandMode { check: None, .. }) => break,
+                Some(CommandMode {
+                    check: Some(check), ..
+                }) => {
+                    crate::term::line(format!("capshim: tune: checking {label} with --check"));
+                    verifier::check(self.plan, check, &self.arms[c + 1], dir, cx)?
+                }
+            };
             last = Some(began.elapsed());
             let verdict = verify_result(dir, &record).verdict;
+            let record_is_check = record.check;
             self.manifest.verify.push(record);
             self.verify_runs.push(process);
-            if verdict == "equivalent" {
+            if accepted(&verdict) {
                 break;
             }
             crate::term::warning(format!(
-                "{label} is faster but verify found it {verdict} against the reference; it is \
-                 rejected"
+                "{label} is faster but {}; it is rejected",
+                if record_is_check {
+                    format!("its --check {verdict}")
+                } else {
+                    format!("verify found it {verdict} against the reference")
+                }
             ));
         }
         Ok(())
     }
 
     /// Derives and writes the derived files, `environment.json` and `SHA256SUMS`.
-    fn seal(self, dir: &Path, cx: &Context, files: Files) -> Result<Outcome, ExperimentError> {
+    fn seal(self, dir: &Path, cx: &Context, files: RunFiles) -> Result<Outcome, ExperimentError> {
         let derived = derive::derive(dir, &self.manifest).map_err(ExperimentError::derive)?;
         let env = Environment {
             header: Header::now("tune", super::manifest::SCHEMA_VERSION, cx.started),
             injection_variable: Os::current().injection_var(),
             files,
-            probe: &self.plan.probe,
+            probe: self.plan.probe.as_ref(),
             arms: &self.arms,
-            llama_bench_args: self.plan.bench.llama_args(),
+            llama_bench_args: self
+                .plan
+                .command
+                .is_none()
+                .then(|| self.plan.bench.llama_args()),
+            workload: self.plan.command.as_ref().map(|c| &c.workload),
             runs: &self.runs,
             verify_runs: &self.verify_runs,
             tune: &self.manifest,

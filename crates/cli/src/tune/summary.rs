@@ -11,7 +11,7 @@ pub struct VerifyResult {
     /// The candidate's label.
     pub label: String,
     /// `equivalent`, `different`, `not run`, or `failed` when the verify bundle holds no
-    /// verdict for it (verify stopped).
+    /// verdict for it (verify stopped); for a `--check` run, `passed` or `failed`.
     pub verdict: String,
     /// The verify bundle, relative to the tune bundle.
     pub bundle: String,
@@ -49,8 +49,14 @@ pub struct Summary {
     pub schema_version: u32,
     /// Always `tune`.
     pub kind: &'static str,
-    /// The model's file name.
+    /// The model's file name (empty with `--command`).
     pub model: String,
+    /// With `--command`: the command tuned (its wall time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// With `--command`: the `--check` command, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
     /// The reference arm's label.
     pub reference: String,
     /// The budget, in seconds.

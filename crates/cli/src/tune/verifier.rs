@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::manifest::VerifyRecord;
 use super::plan::Plan;
 use crate::arms::STOCK;
+use crate::bench::command;
 use crate::experiment::record::Process;
 use crate::experiment::tool::{Failure, ToolRun};
 use crate::experiment::{Context, ExperimentError};
@@ -102,6 +103,7 @@ pub fn verify(
     let record = VerifyRecord {
         label: label.to_string(),
         bundle: rel.clone(),
+        check: false,
         exit_code: finished.status.code(),
     };
     // Exit 0 (equivalent) and 5 (different) leave a verdict; so may exit 1 (an arm not run).
@@ -119,4 +121,64 @@ pub fn verify(
         })?;
     }
     Ok((record, process))
+}
+
+/// Runs `--check` (`check`, a shell command) once with the candidate's arm `arm` (its shim,
+/// variables and `command-args`, as its rounds ran), its output to `raw/check-<label>.stdout`
+/// and `.stderr`: exit 0 means its results are right (`passed`), anything else `failed`.
+///
+/// # Errors
+/// When the shell cannot start or a signal stopped it.
+pub fn check(
+    plan: &Plan,
+    check: &str,
+    arm: &crate::arms::Arm,
+    dir: &Path,
+    cx: &mut Context,
+) -> Result<(VerifyRecord, VerifyProcess), ExperimentError> {
+    let label = &arm.name;
+    let rel = format!("raw/check-{label}.stdout");
+    let stderr = dir.join(format!("raw/check-{label}.stderr"));
+    let status = arm
+        .profile
+        .is_some()
+        .then(|| dir.join(format!("raw/check-{label}.status.jsonl")));
+    if let Some(p) = &status {
+        std::fs::write(p, "").map_err(crate::experiment::io("cannot create", p))?;
+    }
+    let mut env = arm.env_change_from(
+        plan.bench.dylib.as_deref(),
+        status.as_deref().unwrap_or(Path::new("")),
+        std::env::vars_os(),
+    );
+    let args = vec!["-c".to_string(), command::run::script(check, arm, &mut env)];
+    let run = ToolRun {
+        tool: "the --check command",
+        program: Path::new(command::run::SHELL),
+        args: &args,
+        env: &env,
+        stdout: &dir.join(&rel),
+        stderr: &stderr,
+    };
+    cx.progress.start(format!("--check of {label} ({rel})"));
+    let finished = cx.run_tool_in_group(&run)?;
+    cx.progress.finish();
+    let process = Process::new(
+        label,
+        VerifyOf {
+            verify: label.to_string(),
+        },
+        run.argv(),
+        env,
+        &finished,
+    );
+    Ok((
+        VerifyRecord {
+            label: label.to_string(),
+            bundle: rel,
+            check: true,
+            exit_code: finished.status.code(),
+        },
+        process,
+    ))
 }
