@@ -364,6 +364,14 @@ fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("\"-r\" after `--` is refused"));
+    s.tune(&out, "1m")
+        .args(["--check", "true"])
+        .assert()
+        .code(2);
+    capshim()
+        .args(["tune", "--command", "true", "-m", "x.gguf"])
+        .assert()
+        .code(2);
     assert!(!out.exists(), "no bundle for a refused command line");
     capshim()
         .args(["tune", "--list-knobs"])

@@ -47,11 +47,19 @@ divergence, top-1 agreement, perplexity, greedy text, and Metal kernels where th
 into verify-<label>/ in the bundle. A winner that is not `equivalent` is rejected and the next
 candidate beating the band is verified, while the budget holds as long as the last verify took.
 
+--command CMD: tunes any workload instead of llama-bench. Each arm runs `/bin/sh -c CMD` once per
+round (with the shim, variables and command-args of its settings, as `capshim bench --command`
+runs it); its wall time is measured and a candidate's figure is the log of the reference's time
+over its own. The knobs are the catalogue's for any Metal workload: the profiles and MLX's
+MLX_MAX_OPS_PER_BUFFER and MLX_MAX_MB_PER_BUFFER (macOS). --check CMD stands in for verify: it runs
+once with each candidate that would win, exit 0 meaning its results are right (output in
+raw/check-<label>.stdout); without --check, the winner is not checked and the report says so.
+
 Output: the report on stdout (Markdown, or summary.json with --json), progress on stderr, and an
-evidence bundle that is never overwritten: raw/<arm>-r<round>.json and .stderr per llama-bench
-process, the verify bundles, environment.json (the machine, the files' checksums, every arm and
-command line, the budget, the knobs left out, the manifest), and derived from them summary.json,
-report.md and, with a winner, recommended.toml (a profile file: `capshim run --profile-file
+evidence bundle that is never overwritten: raw/<arm>-r<round>.json (.stdout for a command) and
+.stderr per process, the verify bundles, environment.json (the machine, the files' checksums,
+every arm and command line, the budget, the knobs left out, the manifest), and derived from them
+summary.json, report.md and, with a winner, recommended.toml (a profile file: `capshim run --profile-file
 recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify), then SHA256SUMS.
 `capshim report BUNDLE_DIR` checks it and derives it again. A signal (Ctrl-C, SIGTERM, SIGHUP) is
 passed on to the running tool; the bundle is left unsealed with an INCOMPLETE note.
@@ -59,9 +67,10 @@ passed on to the running tool; the bundle is left unsealed with an INCOMPLETE no
 Exit codes:
   0    the search completed, with a winner or with none
   1    error (llama-bench or verify failed, the shim did not activate, no knob applies here, bad
-       input, bundle exists, a file changed during the runs, a --sign key that cannot sign here)
+       input, bundle exists, a file changed during the runs, a --sign key that cannot sign here;
+       a --check that fails only rejects its candidate)
   2    bad command line (also: a --budget without a unit, a refused llama-bench option after `--`,
-       a bad --reference)
+       a bad --reference, --command with -m or llama-bench's options, --check without --command)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -69,6 +78,7 @@ Examples:
   capshim tune -m model.gguf --budget 1h -o tune-m1-ultra
   capshim tune -m model.gguf --reference apple9-64k --budget 4m -- -ngl 99
   capshim tune -m model.gguf -p 0 -n 128          # tune token generation alone
+  capshim tune --command 'python3 gen.py' --check 'python3 gen.py --verify' --budget 10m
 ";
 
 /// Arguments of `capshim tune`.
@@ -101,7 +111,7 @@ pub struct TuneArgs {
     /// each candidate that would win (its shim, variables and command-args): exit 0 means its
     /// results are right; anything else rejects it. Without it, a command's winner is not
     /// checked, and the report says so.
-    #[arg(long = "check", value_name = "CMD", requires = "command")]
+    #[arg(long = "check", value_name = "CMD")]
     pub check: Option<String>,
 
     /// Print the knob catalogue (every knob, its values, where it exists, why and its source)
@@ -273,6 +283,12 @@ fn candidates(
 
 /// Builds and checks the plan from the command line.
 fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
+    if args.check.is_some() && args.command.is_none() {
+        return Err(usage(
+            "--check stands in for verify with --command only; llama-bench's winner is checked \
+             by verify",
+        ));
+    }
     check_extra_args(&args.extra).map_err(|e| usage(e.to_string()))?;
     args.experiment.check()?;
     let reference = reference(&args)?;
