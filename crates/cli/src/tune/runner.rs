@@ -113,7 +113,7 @@ impl Experiment for Tune<'_> {
             (RunFiles::Command { dylib }, stamps)
         } else {
             let (files, stamps) = identify_files(&self.plan.bench, cx)?;
-            (RunFiles::Llama(files), stamps)
+            (RunFiles::Llama(Box::new(files)), stamps)
         };
         let mut search = Search::new(self.plan, start);
         search.run(&dir, cx)?;
@@ -130,7 +130,7 @@ impl Experiment for Tune<'_> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum RunFiles {
-    Llama(Files),
+    Llama(Box<Files>),
     Command { dylib: Option<FileId> },
 }
 
