@@ -97,6 +97,9 @@ pub struct ArmRecord {
     pub bench_args: Vec<String>,
     /// llama.cpp's common tools' arguments.
     pub common_args: Vec<String>,
+    /// A `--command` workload's arguments (`command-args`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command_args: Vec<String>,
 }
 
 impl ArmRecord {
@@ -113,6 +116,7 @@ impl ArmRecord {
             env: arm.env.clone(),
             bench_args: arm.args.bench.clone(),
             common_args: arm.args.common.clone(),
+            command_args: arm.args.command.clone(),
         }
     }
 }

@@ -182,13 +182,16 @@ pub fn profile_file(winner: &CandidateRecord) -> String {
             out.push_str(&format!("{name} = {}\n", quoted(value)));
         }
     }
-    if !r.bench_args.is_empty() || !r.common_args.is_empty() {
+    if !r.bench_args.is_empty() || !r.common_args.is_empty() || !r.command_args.is_empty() {
         out.push_str("\n[args]\n");
         if !r.bench_args.is_empty() {
             out.push_str(&format!("bench = {}\n", words(&r.bench_args)));
         }
         if !r.common_args.is_empty() {
             out.push_str(&format!("common = {}\n", words(&r.common_args)));
+        }
+        if !r.command_args.is_empty() {
+            out.push_str(&format!("command = {}\n", words(&r.command_args)));
         }
     }
     out
@@ -225,6 +228,7 @@ mod tests {
                 env: vec![("GGML_METAL_NO_RESIDENCY".into(), "1 \"x\"".into())],
                 bench_args: vec!["-fa".into(), "1".into()],
                 common_args: vec!["-fa".into(), "on".into()],
+                command_args: vec!["--steps".into(), "2".into()],
             },
         };
         let text = profile_file(&winner);
@@ -246,5 +250,6 @@ mod tests {
         assert_eq!(resolved.env, winner.resolved.env);
         assert_eq!(resolved.args.bench, ["-fa", "1"]);
         assert_eq!(resolved.args.common, ["-fa", "on"]);
+        assert_eq!(resolved.args.command, ["--steps", "2"]);
     }
 }
