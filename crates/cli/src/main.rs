@@ -22,6 +22,7 @@ mod platform;
 mod profile;
 mod selftest;
 mod term;
+mod tune;
 mod verify;
 
 use std::ffi::OsString;

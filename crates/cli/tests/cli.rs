@@ -8,7 +8,7 @@ use predicates::prelude::*;
 #[test]
 fn every_command_documents_examples_and_exit_codes() {
     for command in [
-        "profiles", "explain", "run", "probe", "agent", "host", "doctor", "selftest",
+        "profiles", "explain", "run", "probe", "agent", "host", "doctor", "selftest", "tune",
     ] {
         capshim()
             .args([command, "--help"])

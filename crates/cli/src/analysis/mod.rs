@@ -32,7 +32,7 @@ pub mod interval;
 pub mod ranks;
 mod rows;
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 pub mod stats;
 mod summary;
 #[cfg(test)]

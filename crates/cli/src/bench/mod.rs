@@ -23,7 +23,7 @@ pub mod check;
 pub mod command;
 pub mod derive;
 pub mod environment;
-mod executor;
+pub mod executor;
 pub mod plan;
 pub mod runner;
 mod seal;

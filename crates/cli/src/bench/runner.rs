@@ -72,8 +72,12 @@ impl Experiment for Bench<'_> {
     }
 }
 
-/// Identifies every file the runs use, the model first, before the first run.
-fn identify_files(plan: &Plan, cx: &Context) -> Result<(Files, Vec<Stamp>), ExperimentError> {
+/// Identifies every file the runs use, the model first, before the first run: their records
+/// for `environment.json`, and their stamps to check them unchanged after the last run.
+///
+/// # Errors
+/// When a file cannot be hashed, or a signal stopped the hashing.
+pub fn identify_files(plan: &Plan, cx: &Context) -> Result<(Files, Vec<Stamp>), ExperimentError> {
     let stop = || cx.signals.received();
     let mut stamps = Vec::new();
     let mut one = |path: &Path, what: &str| -> Result<_, ExperimentError> {

@@ -24,6 +24,8 @@ pub enum Kind {
     Verify,
     /// `capshim selftest`.
     Selftest,
+    /// `capshim tune`.
+    Tune,
     /// A kind this capshim does not know, as named in `environment.json` (JSON text when it is
     /// not a string).
     Other(String),
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Bench => "bench",
             Kind::Verify => "verify",
             Kind::Selftest => "selftest",
+            Kind::Tune => "tune",
             Kind::Other(name) => name,
         }
     }
@@ -102,6 +105,7 @@ pub fn read_header(dir: &Path) -> Result<Header, BundleError> {
         Some(Value::String(s)) if s == "bench" => Kind::Bench,
         Some(Value::String(s)) if s == "verify" => Kind::Verify,
         Some(Value::String(s)) if s == "selftest" => Kind::Selftest,
+        Some(Value::String(s)) if s == "tune" => Kind::Tune,
         Some(Value::String(s)) => Kind::Other(s.clone()),
         Some(other) => Kind::Other(other.to_string()),
     };
@@ -148,6 +152,8 @@ pub fn derivable(kind: &Kind) -> &'static [u32] {
         // The selftest's layouts (crates/cli/src/selftest/bundle.rs), named here so that bundle
         // imports nothing above it; report's test holds the newest among them.
         Kind::Selftest => &[1, 2],
+        // The tune layout (crates/cli/src/tune/manifest.rs); report's test holds it.
+        Kind::Tune => &[1],
         Kind::Other(_) => &[],
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::UsageError;
-use super::experiment::{ArmArgs, ExperimentArgs, existing_file, sealed_failure};
+use super::experiment::{ArmArgs, ExperimentArgs, LlamaBenchArgs, existing_file, sealed_failure};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, MIN_ROUNDS, NOISE, percent_text};
 use crate::bench::command::{self, Plan as CommandPlan};
 use crate::bench::plan::{Plan, check_arm_args, check_baseline, check_extra_args, planned_tests};
@@ -14,7 +14,6 @@ use crate::bench::{baseline, runner};
 use crate::bundle::workload::{DEFAULT_UNIT, Measure, Workload};
 use crate::launch::environment::ScopeArg;
 use crate::launch::{Os, preflight};
-use crate::llama::tools;
 use crate::platform::facts;
 
 /// The text after the options: how bench runs, its statistics (with the constants they use),
@@ -194,19 +193,8 @@ pub struct BenchArgs {
     #[arg(long = "unit", value_name = "UNIT", requires = "metric")]
     pub unit: Option<String>,
 
-    /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
-    /// setup cache of scripts/llama/build.sh].
-    #[arg(
-        long = "llama-bench",
-        value_name = "PATH",
-        conflicts_with = "llama_dir"
-    )]
-    pub llama_bench: Option<PathBuf>,
-
-    /// The folder of llama.cpp's tools (llama-bench, llama-perplexity, llama-completion,
-    /// test-backend-ops), e.g. a llama.cpp build's build/bin.
-    #[arg(long = "llama-dir", value_name = "DIR")]
-    pub llama_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub llama: LlamaBenchArgs,
 
     #[command(flatten)]
     pub arms: ArmArgs,
@@ -371,7 +359,7 @@ fn command_plan(args: BenchArgs, command: String) -> anyhow::Result<(CommandPlan
             prepare: args.prepare,
             cooldown: args.cooldown.unwrap_or_default(),
             dylib,
-            allow_inactive: args.arms.allow_inactive,
+            allow_inactive: args.arms.shim.allow_inactive,
             keep_going: args.experiment.keep_going,
             output: args.output,
         },
@@ -404,14 +392,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         );
     };
     let model = existing_file(model, "model", "give an existing GGUF file with -m")?;
-    let llama_bench = match &args.llama_bench {
-        Some(p) => existing_file(
-            p,
-            "llama-bench",
-            "give the llama-bench executable with --llama-bench",
-        )?,
-        None => tools::find("llama-bench", args.llama_dir.as_deref())?,
-    };
+    let llama_bench = args.llama.llama_bench()?;
     let arms = args.arms.resolve(true, &[])?;
     check_arm_args(&arms, &args.extra).map_err(|e| UsageError(e.to_string()))?;
     for arm in &arms {
@@ -500,7 +481,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             rounds: args.rounds,
             cooldown: args.cooldown.unwrap_or_default(),
             dylib,
-            allow_inactive: args.arms.allow_inactive,
+            allow_inactive: args.arms.shim.allow_inactive,
             keep_going: args.experiment.keep_going,
             baseline: sources.iter().flat_map(|s| s.files.clone()).collect(),
             baseline_sums: sources.iter().filter_map(|s| s.sums.clone()).collect(),

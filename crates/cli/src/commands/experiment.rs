@@ -25,6 +25,37 @@ pub struct ArmArgs {
     #[arg(long = "arm", visible_alias = "profile", value_name = "[LABEL=]SPEC")]
     pub arms: Vec<String>,
 
+    #[command(flatten)]
+    pub shim: ShimArgs,
+}
+
+impl ArmArgs {
+    /// The arms, resolved: stock, and one per --arm (`default_arm`: a default arm when none is
+    /// given); `reserved` labels refused with their reason. Notes go to stderr.
+    ///
+    /// # Errors
+    /// A usage error (exit code 2) for a bad arm; any other resolution error.
+    pub fn resolve(
+        &self,
+        default_arm: bool,
+        reserved: &[(&str, &'static str)],
+    ) -> anyhow::Result<Vec<crate::arms::Arm>> {
+        self.shim.resolve(&self.arms, default_arm, reserved)
+    }
+
+    /// The shim library the arms with a profile inject (`needed`): [`ShimArgs::shim_library`].
+    ///
+    /// # Errors
+    /// When it is not found, not a file, or not a library this platform's loader takes.
+    pub fn shim_library(&self, needed: bool) -> anyhow::Result<Option<(PathBuf, Vec<Arch>)>> {
+        self.shim.shim_library(needed)
+    }
+}
+
+/// How arms are resolved and run with the shim: what every experiment with arms shares,
+/// whether its arms come from --arm (bench, verify) or from a search (tune).
+#[derive(Debug, Args)]
+pub struct ShimArgs {
     /// The host chip's CPU brand, instead of this machine's (e.g. "Apple M1 Ultra (Virtual)"):
     /// what `native` arms use, e.g. to run native off a macOS guest or for another chip.
     #[arg(long = "cpu-brand", value_name = "STRING")]
@@ -47,19 +78,20 @@ pub struct ArmArgs {
     pub allow_inactive: bool,
 }
 
-impl ArmArgs {
-    /// The arms, resolved: stock, and one per --arm (`default_arm`: a default arm when none is
-    /// given); `reserved` labels refused with their reason. Notes go to stderr.
+impl ShimArgs {
+    /// The arms of `specs`, resolved: stock, and one per spec (`default_arm`: a default arm
+    /// when none is given); `reserved` labels refused with their reason. Notes go to stderr.
     ///
     /// # Errors
     /// A usage error (exit code 2) for a bad arm; any other resolution error.
     pub fn resolve(
         &self,
+        specs: &[String],
         default_arm: bool,
         reserved: &[(&str, &'static str)],
     ) -> anyhow::Result<Vec<crate::arms::Arm>> {
         let resolution = crate::arms::resolve(
-            &self.arms,
+            specs,
             crate::arms::Options {
                 default_arm,
                 reserved,
@@ -105,6 +137,44 @@ impl ArmArgs {
         // The real file: what the loader opens, and where a space or colon would matter.
         let arches = dylib::check(&path, os)?;
         Ok(Some((path, arches)))
+    }
+}
+
+/// Where llama-bench and llama.cpp's other tools are: what `bench` and `tune` share.
+#[derive(Debug, Args)]
+pub struct LlamaBenchArgs {
+    /// llama-bench executable [default: `llama-bench` in --llama-dir, else on PATH, else in the
+    /// setup cache of scripts/llama/build.sh].
+    #[arg(
+        long = "llama-bench",
+        value_name = "PATH",
+        conflicts_with = "llama_dir"
+    )]
+    pub llama_bench: Option<PathBuf>,
+
+    /// The folder of llama.cpp's tools (llama-bench, llama-perplexity, llama-completion,
+    /// test-backend-ops), e.g. a llama.cpp build's build/bin.
+    #[arg(long = "llama-dir", value_name = "DIR")]
+    pub llama_dir: Option<PathBuf>,
+}
+
+impl LlamaBenchArgs {
+    /// The llama-bench executable: --llama-bench, else found as its default says.
+    ///
+    /// # Errors
+    /// When the file given is not an executable file, or none is found.
+    pub fn llama_bench(&self) -> anyhow::Result<PathBuf> {
+        match &self.llama_bench {
+            Some(p) => existing_file(
+                p,
+                "llama-bench",
+                "give the llama-bench executable with --llama-bench",
+            ),
+            None => Ok(crate::llama::tools::find(
+                "llama-bench",
+                self.llama_dir.as_deref(),
+            )?),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod selftest;
 mod sign;
+mod tune;
 mod usage;
 mod verify;
 
@@ -88,6 +89,9 @@ enum Command {
     /// Sign a sealed evidence bundle with an OpenSSH key (adds SHA256SUMS.sig).
     Sign(sign::SignArgs),
     Selftest(selftest::SelftestArgs),
+    /// Find the fastest settings for this machine that stay correct: a budgeted search of the
+    /// knob catalogue with llama-bench, the winner verified, into an evidence bundle.
+    Tune(tune::TuneArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -107,5 +111,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::execute(args),
         Command::Sign(args) => sign::execute(args),
         Command::Selftest(args) => selftest::execute(args),
+        Command::Tune(args) => tune::execute(args),
     }
 }

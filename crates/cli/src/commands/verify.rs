@@ -305,7 +305,7 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             }),
             extra: args.extra,
             dylib,
-            allow_inactive: args.arms.allow_inactive,
+            allow_inactive: args.arms.shim.allow_inactive,
             keep_going: args.experiment.keep_going,
             thresholds: t,
             output: args.output,

@@ -43,9 +43,9 @@ fn layouts_help() -> String {
         "
 
 A bundle whose layout this capshim does not derive again is refused (exit code 3), naming the
-file and the field: a kind other than bench, verify or selftest, or a schema_version
+file and the field: a kind other than bench, verify, selftest or tune, or a schema_version
 (environment.json, or summary.json in the oldest bundles) that is not one it derives (bench
-{bench}; verify {verify}; selftest {selftest}; the layouts earlier capshims wrote, and why they
+{bench}; verify {verify}; selftest {selftest}; tune {tune}; the layouts earlier capshims wrote, and why they
 are not derived, are in docs/bundles.md). With --as-written its checksums (and signature) are
 still checked, and its own report.md (summary.json with --json, results.csv with --csv,
 chart.svg with --svg) is printed as written after a first line on stdout starting
@@ -53,17 +53,20 @@ chart.svg with --svg) is printed as written after a first line on stdout startin
         bench = list(Kind::Bench),
         verify = list(Kind::Verify),
         selftest = list(Kind::Selftest),
+        tune = list(Kind::Tune),
     )
 }
 
 const BUNDLES_HELP: &str = "
 
-BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify` or
-`capshim selftest`. Each is checked before anything is shown: every file against its SHA256SUMS
-(no file changed, missing or added; no symbolic link or special file); with --allowed-signers,
-SHA256SUMS.sig against SHA256SUMS; then every derived file (bench: summary.json, report.md,
-results.csv, chart.svg, and rounds.svg from layout 6; verify: summary.json, report.md; selftest: checks.json, report.md) is
-derived again from the primary files (raw/ and environment.json) and must match byte for byte.
+BUNDLE_DIR arguments are evidence bundles written by `capshim bench`, `capshim verify`,
+`capshim selftest` or `capshim tune`. Each is checked before anything is shown: every file
+against its SHA256SUMS (no file changed, missing or added; no symbolic link or special file);
+with --allowed-signers, SHA256SUMS.sig against SHA256SUMS; then every derived file (bench:
+summary.json, report.md, results.csv, chart.svg, and rounds.svg from layout 6; verify:
+summary.json, report.md; selftest: checks.json, report.md; tune: summary.json, report.md,
+recommended.toml, and each verify bundle inside it as a verify bundle) is derived again from the
+primary files (raw/ and environment.json) and must match byte for byte.
 What each check proves, and what SHA256SUMS alone cannot (anyone who can edit the files can
 write a new one; only a signature says who sealed it): docs/bundles.md.";
 
@@ -76,7 +79,7 @@ bundle's stock and host arms (no percent of host when its bundle has no host arm
 ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
 bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
 within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
-(docs/report.md). A verify bundle's report (summary.json with --json),
+(docs/report.md). A verify or tune bundle's report (summary.json with --json),
 or a selftest bundle's (checks.json with --json), is printed on its own.
 
 Exit codes:

@@ -47,7 +47,8 @@ macro_rules! usage {
 #[derive(Debug, Args)]
 #[command(after_help = help::after_help())]
 pub struct ReportArgs {
-    /// Evidence bundle directories written by `capshim bench`, `capshim verify` or `capshim selftest`.
+    /// Evidence bundle directories written by `capshim bench`, `capshim verify`, `capshim selftest`
+    /// or `capshim tune`.
     #[arg(value_name = "BUNDLE_DIR")]
     pub bundles: Vec<PathBuf>,
 
@@ -322,16 +323,7 @@ fn arm_inputs(
 
 /// Prints a bundle that is reported on its own: a verify bundle, or one of another layout.
 fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result<ExitCode> {
-    let what = match &opened {
-        Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
-        Opened::Selftest { .. } => "a `capshim selftest` bundle".to_string(),
-        Opened::AsWritten { header, .. } => format!(
-            "a {} bundle of schema_version {}, shown as written",
-            header.kind.name(),
-            header.version_text()
-        ),
-        Opened::Bench(..) => unreachable!("bench bundles of this layout are combined"),
-    };
+    let what = opened.what();
     if args.bundles.len() > 1
         || !args.arms.is_empty()
         || args.stock.is_some()
@@ -347,10 +339,14 @@ fn report_alone(args: &ReportArgs, dir: &Path, opened: Opened) -> anyhow::Result
         Opened::Verify {
             markdown,
             summary_json,
+        }
+        | Opened::Tune {
+            markdown,
+            summary_json,
         } => {
             if args.csv || args.svg || args.rounds_svg {
                 usage!(
-                    "{} is a `capshim verify` bundle: only --json (its summary.json) or --markdown apply to it",
+                    "{} is {what}: only --json (its summary.json) or --markdown apply to it",
                     dir.display()
                 );
             }

@@ -11,6 +11,7 @@ use crate::bench;
 use crate::bundle::schema::{self, Header, Kind};
 use crate::bundle::{self, BundleError, Manifest, SIG_FILE, sign};
 use crate::selftest;
+use crate::tune;
 use crate::verify;
 
 /// Who must have signed a bundle: an OpenSSH allowed-signers file and the identity in it.
@@ -40,6 +41,13 @@ pub enum Opened {
         /// `checks.json`.
         checks_json: String,
     },
+    /// A tune bundle of this capshim's layout: its `report.md` and `summary.json`.
+    Tune {
+        /// `report.md`.
+        markdown: String,
+        /// `summary.json`.
+        summary_json: String,
+    },
     /// A bundle of a layout this capshim does not derive, opened with `as_written`: only its
     /// checksums (and signature) were checked.
     AsWritten {
@@ -48,6 +56,23 @@ pub enum Opened {
         /// Why it is not derived ([`BundleError::Underivable`]).
         why: BundleError,
     },
+}
+
+impl Opened {
+    /// What the bundle is, in words, for messages about a bundle reported on its own.
+    pub fn what(&self) -> String {
+        match self {
+            Opened::Verify { .. } => "a `capshim verify` bundle".to_string(),
+            Opened::Selftest { .. } => "a `capshim selftest` bundle".to_string(),
+            Opened::Tune { .. } => "a `capshim tune` bundle".to_string(),
+            Opened::AsWritten { header, .. } => format!(
+                "a {} bundle of schema_version {}, shown as written",
+                header.kind.name(),
+                header.version_text()
+            ),
+            Opened::Bench(..) => "a `capshim bench` bundle".to_string(),
+        }
+    }
 }
 
 /// Checks the bundle `dir`; notes (a signature checked, or present but not asked about) go to
@@ -102,6 +127,13 @@ pub fn open(
                 checks_json,
             }
         }
+        Kind::Tune => {
+            let (markdown, summary_json) = tune::check::check(dir)?;
+            Opened::Tune {
+                markdown,
+                summary_json,
+            }
+        }
         Kind::Other(_) => unreachable!("an unknown kind has no derivable layout"),
     })
 }
@@ -127,6 +159,10 @@ mod tests {
         assert!(
             selftest.contains(&selftest::bundle::SCHEMA_VERSION) && selftest.contains(&1),
             "{selftest:?}"
+        );
+        assert_eq!(
+            schema::derivable(&Kind::Tune),
+            [tune::manifest::SCHEMA_VERSION]
         );
     }
 }
