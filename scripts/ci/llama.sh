@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The macOS job's llama.cpp suite on the Metal build of scripts/llama/build.sh --metal:
-# capshim bench (stock, native, apple9-64k) and capshim verify (native, apple9-64k and the CPU
-# back end, each against stock), both with --keep-going, so that a stock arm llama.cpp cannot
-# run on this GPU is recorded as failed with its reason while the other arms are measured.
+# capshim bench (stock, native, apple9-64k), capshim verify (native, apple9-64k and the CPU
+# back end, each against stock) and, on the tiny model, capshim tune (4 minutes), all with
+# --keep-going, so that a stock arm llama.cpp cannot run on this GPU is recorded as failed with
+# its reason while the other arms are measured.
 # Bundles go to $EVIDENCE/bundles, their reports to the job summary.
 #
 # Usage: scripts/ci/llama.sh tiny    the tiny random-weight model build.sh makes
@@ -61,6 +62,16 @@ rc=0
 capshim verify -m "$model" --llama-dir "$llama_dir" --arm native --arm apple9-64k \
   --arm cpu=stock,LLAMA_ARG_N_GPU_LAYERS=0 --keep-going -o "$verify" || rc=$?
 report "capshim verify" "$verify" "$rc"
+
+# tune on the tiny model: the first measurement of the GGML_METAL knobs on paravirtual Metal.
+# Reported, not gated (a shared runner is noisy; a null winner is a result).
+if [[ $label == tiny ]]; then
+  tune=$EVIDENCE/bundles/tune-$label
+  rc=0
+  capshim tune -m "$model" --llama-dir "$llama_dir" --budget 4m --keep-going -p 128 -n 32 \
+    -o "$tune" || rc=$?
+  report "capshim tune" "$tune" "$rc"
+fi
 
 # The gate: native's kernel tests ran on the Metal device and none failed.
 kernels=$(jq -c '.arms.native.kernel_tests // null' "$verify/summary.json" 2>/dev/null || echo null)
