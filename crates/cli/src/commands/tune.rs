@@ -29,8 +29,9 @@ What it tries: the knobs of the catalogue (crates/cli/data/knobs.toml; --list-kn
 exist on this platform and in the llama.cpp found, one at a time from the reference arm; knobs
 that do not apply here are left out with a note (on stderr and in the bundle). A short llama-bench
 run first (-p 0 -n 1 -r 1, before the bundle exists) finds llama.cpp's build and whether the CPU
-does part of the work (the threads knob); environment.json records what it found. After the first stage the best
-single knobs that ran faster than the reference are combined, and the combinations join the search.
+does part of the work (the threads knob); environment.json records what it found. After the
+first stage the best single knobs that ran faster than the reference are combined, and the
+combinations join the search.
 
 How: successive halving in rounds. Each round runs the reference and every candidate still in the
 race once each, as fresh llama-bench processes, in an order drawn at random for that round; a
