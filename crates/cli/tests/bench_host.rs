@@ -32,6 +32,7 @@ impl Setup {
     fn bench(&self, out: &Path, rounds: u32) -> assert_cmd::Command {
         let mut cmd = bench(&self.llama, &self.model);
         cmd.current_dir(self.tmp.path())
+            .env("FAKE_STAMP", "1")
             .args([
                 "--profile",
                 "again=stock",
@@ -403,4 +404,70 @@ fn a_bundle_shown_alone_refuses_a_baseline() {
         .stderr(predicate::str::contains(
             "it is reported on its own, without other bundles, --arm, --stock, --host or --baseline",
         ));
+}
+
+/// A copy of a host file or bundle (another path, the same content) is the same host
+/// process: refused in bench and in report, naming both paths, as `report --arm` does.
+#[test]
+fn copies_of_host_processes_are_refused() {
+    let s = setup();
+    let good = s.host_file("good.json", 2000.0, 200.0);
+    let copy = s.tmp.path().join("good-copy.json");
+    std::fs::copy(&good, &copy).unwrap();
+    let never = s.tmp.path().join("never");
+    let same = format!(
+        "{} holds the same results as {}",
+        copy.display(),
+        good.display()
+    );
+    s.bench(&never, 8)
+        .arg("--baseline")
+        .arg(&good)
+        .arg("--baseline")
+        .arg(&copy)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(same.clone()));
+    assert!(!never.exists());
+    // A host bundle and its `cp -r`.
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let twin = s.tmp.path().join("host1b");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&host)
+        .arg(&twin)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let twin_file = format!(
+        "{} holds the same results as {}",
+        twin.join("raw/stock-r1.json").display(),
+        host.join("raw/stock-r1.json").display()
+    );
+    s.bench(&never, 8)
+        .arg("--baseline")
+        .arg(&host)
+        .arg("--baseline")
+        .arg(&twin)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(twin_file.clone()));
+    assert!(!never.exists());
+    // report --baseline: the same refusals.
+    let guest = s.tmp.path().join("guest");
+    s.bench(&guest, 2).assert().success();
+    for (a, b, says) in [(&good, &copy, &same), (&host, &twin, &twin_file)] {
+        capshim()
+            .arg("report")
+            .arg(&guest)
+            .arg("--baseline")
+            .arg(a)
+            .arg("--baseline")
+            .arg(b)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(says.as_str()));
+    }
 }

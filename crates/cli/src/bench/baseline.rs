@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analysis::{ArmInput, Role, RunInput, analyze};
 use crate::bundle::schema::{self, Kind};
+use crate::bundle::sums::sha256_file;
 use crate::bundle::{self, BundleError};
 use crate::llama::{TestKey, read_bench_file};
 
@@ -53,6 +54,9 @@ pub struct HostSource {
     pub files: Vec<PathBuf>,
     /// A bundle's `SHA256SUMS`, whose checksum is recorded with the files; `None` for a file.
     pub sums: Option<PathBuf>,
+    /// The SHA-256 of each of [`HostSource::files`], lowercase hex: a copy of a host file is
+    /// the same host process under another name.
+    pub digests: Vec<String>,
     /// The tests its processes ran.
     pub tests: Vec<TestKey>,
     /// What the reader must know about it: a host bundle whose machine record says it ran in
@@ -87,9 +91,14 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
             path: given.to_path_buf(),
             why: crate::format::chain(&e),
         })?;
+        let digest = sha256_file(given).map_err(|e| BaselineError::File {
+            path: given.to_path_buf(),
+            why: e.to_string(),
+        })?;
         return Ok(HostSource {
             given: given.to_path_buf(),
             files: vec![given.to_path_buf()],
+            digests: vec![digest],
             sums: None,
             tests: rows.iter().map(|r| r.key).collect(),
             warnings: Vec::new(),
@@ -122,20 +131,63 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
         ));
     }
     let mut files = Vec::new();
+    let mut digests = Vec::new();
     let mut tests = Vec::new();
     for run in runs {
         let path = given.join(&run.json);
         let rows = read_bench_file(&path).map_err(|e| bad(crate::format::chain(&e)))?;
         tests.extend(rows.iter().map(|r| r.key));
+        digests.push(sha256_file(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?);
         files.push(path);
     }
     Ok(HostSource {
         given: given.to_path_buf(),
         files,
+        digests,
         sums: Some(given.join(bundle::SUMS_FILE)),
         tests,
         warnings: made_in_a_guest(given).into_iter().collect(),
     })
+}
+
+/// Adds `source` to `sources` unless one of its host processes is there already: the same
+/// file, or a copy of it (the same SHA-256, whatever its path or bundle). Pooling a process
+/// twice would count its samples twice and make one host process look like two.
+///
+/// # Errors
+/// The refusal, naming both paths: a usage error for the caller (exit 2).
+pub fn add_once(sources: &mut Vec<HostSource>, source: HostSource) -> Result<(), String> {
+    let real = |f: &PathBuf| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+    let theirs: Vec<PathBuf> = source.files.iter().map(real).collect();
+    if sources
+        .iter()
+        .any(|s| s.files.iter().any(|f| theirs.contains(&real(f))))
+    {
+        return Err(format!(
+            "--baseline {} is given twice: each host process counts once; give each file or \
+             bundle once",
+            source.given.display()
+        ));
+    }
+    // Across sources only: a checked bundle's processes are its own distinct runs.
+    let known: Vec<(&PathBuf, &String)> = sources
+        .iter()
+        .flat_map(|s| s.files.iter().zip(&s.digests))
+        .collect();
+    for (file, digest) in source.files.iter().zip(&source.digests) {
+        if let Some((first, _)) = known.iter().find(|(_, d)| *d == digest) {
+            return Err(format!(
+                "--baseline {}: {} holds the same results as {} (a copy of it, the same \
+                 SHA-256): each host process counts once, and pooling it twice would count its \
+                 samples twice; give each host file or bundle once",
+                source.given.display(),
+                file.display(),
+                first.display()
+            ));
+        }
+    }
+    sources.push(source);
+    Ok(())
 }
 
 /// Checks that every host process of `sources` measured one model with one set of settings

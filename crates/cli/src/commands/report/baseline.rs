@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::analysis::{ArmInput, Role, RunInput};
-use crate::bench::baseline::{HostSource, check_one_host, read_source};
+use crate::bench::baseline::{HostSource, add_once, check_one_host, read_source};
 use crate::commands::UsageError;
 use crate::llama::read_bench_file;
 
@@ -41,25 +41,12 @@ pub fn add(args: &BaselineArgs, arms: &mut Vec<ArmInput>) -> anyhow::Result<()> 
         return Ok(());
     }
     let mut sources: Vec<HostSource> = Vec::new();
-    let real = |f: &PathBuf| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
     for given in &args.files {
         let source = read_source(given)?;
         for warning in &source.warnings {
             crate::term::warning(warning);
         }
-        let theirs: Vec<PathBuf> = source.files.iter().map(real).collect();
-        if sources
-            .iter()
-            .any(|s| s.files.iter().any(|f| theirs.contains(&real(f))))
-        {
-            return Err(UsageError(format!(
-                "--baseline {} is given twice: each host process counts once; give each file or \
-                 bundle once",
-                given.display()
-            ))
-            .into());
-        }
-        sources.push(source);
+        add_once(&mut sources, source).map_err(UsageError)?;
     }
     check_one_host(&sources)?;
     if arms.iter().any(|a| a.name == NAME) {
