@@ -354,7 +354,10 @@ fn report_takes_host_processes_as_bench_does() {
         .arg("--baseline")
         .arg(&more)
         .assert()
-        .success();
+        .success()
+        .stderr(predicate::str::contains(
+            "the arm \"host\", a host of the reported input, is shown as an ordinary arm",
+        ));
     let summary: serde_json::Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
     assert_eq!(summary["host"], "baseline", "{summary}");
     assert_eq!(summary["schema_version"], 6);
@@ -470,4 +473,54 @@ fn copies_of_host_processes_are_refused() {
             .stdout("")
             .stderr(predicate::str::contains(says.as_str()));
     }
+}
+
+/// `report --baseline` refuses what bench refuses: a host that shares no test with the arms
+/// (a `bench --command` bundle's), and one file as both an arm's and the host's.
+#[test]
+fn report_refuses_a_host_that_is_no_host_of_the_arms() {
+    let s = setup();
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let cmd = s.tmp.path().join("cmd");
+    capshim()
+        .current_dir(s.tmp.path())
+        .args(["bench", "--command", "true", "--profile", "again=stock", "--rounds", "2", "-o"])
+        .arg(&cmd)
+        .assert()
+        .success();
+    capshim()
+        .arg("report")
+        .arg(&host)
+        .arg(&cmd)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(2);
+    capshim()
+        .arg("report")
+        .arg(&cmd)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {} has the tests pp64, tg16, but the arms reported have",
+            host.display()
+        )));
+    let file = s.host_file("hj1.json", 2000.0, 200.0);
+    capshim()
+        .arg("report")
+        .arg(format!("--arm=stock={}", file.display()))
+        .arg("--baseline")
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {} holds the same results as {} of arm \"stock\"",
+            file.display(),
+            file.display()
+        )));
 }
