@@ -485,7 +485,16 @@ fn report_refuses_a_host_that_is_no_host_of_the_arms() {
     let cmd = s.tmp.path().join("cmd");
     capshim()
         .current_dir(s.tmp.path())
-        .args(["bench", "--command", "true", "--profile", "again=stock", "--rounds", "2", "-o"])
+        .args([
+            "bench",
+            "--command",
+            "true",
+            "--profile",
+            "again=stock",
+            "--rounds",
+            "2",
+            "-o",
+        ])
         .arg(&cmd)
         .assert()
         .success();
@@ -523,4 +532,117 @@ fn report_refuses_a_host_that_is_no_host_of_the_arms() {
             file.display(),
             file.display()
         )));
+}
+
+/// A GGUF file (version 3) without key-values whose tensors have `shapes`: a model whose
+/// parameter count capshim reads before the first run.
+fn gguf(path: &Path, shapes: &[&[u64]]) -> PathBuf {
+    let mut b: Vec<u8> = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((shapes.len() as u64).to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    for (i, shape) in shapes.iter().enumerate() {
+        let name = format!("t{i}");
+        b.extend((name.len() as u64).to_le_bytes());
+        b.extend(name.as_bytes());
+        b.extend((shape.len() as u32).to_le_bytes());
+        for d in *shape {
+            b.extend(d.to_le_bytes());
+        }
+        b.extend(0u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+    path.to_path_buf()
+}
+
+/// A host of another model than the bench's is refused before the first run, naming both: a
+/// host file by its parameter count against the model's GGUF tensors, a host bundle by the
+/// model's SHA-256 it records.
+#[test]
+fn a_host_of_another_model_is_refused_before_the_first_run() {
+    let s = setup();
+    // The host files' model (common::result) has 1100048384 parameters.
+    let file = s.host_file("host.json", 2000.0, 200.0);
+    let never = s.tmp.path().join("never");
+    let small = gguf(&s.tmp.path().join("small.gguf"), &[&[2000]]);
+    bench(&s.llama, &small)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&file)
+        .arg("-o")
+        .arg(&never)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "--baseline {}: the host measured fake (fake type, ",
+            file.display()
+        )))
+        .stderr(predicate::str::contains(format!(
+            "but this bench's model {} is of 2000 parameters (its GGUF tensors), the host's \
+             1100048384: percent of host across models is meaningless",
+            small.display()
+        )));
+    assert!(!never.exists());
+    // The same parameter count: accepted.
+    let same = gguf(&s.tmp.path().join("same.gguf"), &[&[1100048384]]);
+    bench(&s.llama, &same)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&file)
+        .arg("-o")
+        .arg(s.tmp.path().join("same-model"))
+        .assert()
+        .success();
+    // A host bundle of fake.gguf against another file of its size.
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let other = s.tmp.path().join("other.gguf");
+    std::fs::write(&other, b"GGUF fake modeX").unwrap();
+    bench(&s.llama, &other)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&host)
+        .arg("-o")
+        .arg(&never)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "but this bench's model {} is SHA-256 ",
+            other.display()
+        )))
+        .stderr(predicate::str::contains(
+            "percent of host across models is meaningless",
+        ));
+    assert!(!never.exists());
 }

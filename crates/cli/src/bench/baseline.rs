@@ -11,7 +11,7 @@ use crate::analysis::{ArmInput, Role, RunInput, analyze};
 use crate::bundle::schema::{self, Kind};
 use crate::bundle::sums::sha256_file;
 use crate::bundle::{self, BundleError};
-use crate::llama::{TestKey, read_bench_file};
+use crate::llama::{ModelId, TestKey, gguf, read_bench_file};
 
 /// Why a `--baseline` cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +43,23 @@ pub enum BaselineError {
          model and one set of llama-bench settings"
     )]
     Mixed(String),
+    /// The host measured another model than the bench's.
+    #[error(
+        "--baseline {}: the host measured {host}, but this bench's model {} is {bench}: percent \
+         of host across models is meaningless; give a host measured with the same model file",
+        given.display(),
+        model.display()
+    )]
+    Model {
+        /// The `--baseline` as given.
+        given: PathBuf,
+        /// The model the host measured.
+        host: String,
+        /// The bench's `-m`.
+        model: PathBuf,
+        /// What the bench's model is.
+        bench: String,
+    },
 }
 
 /// One `--baseline` as given: a file, or a host bench bundle.
@@ -59,6 +76,8 @@ pub struct HostSource {
     pub digests: Vec<String>,
     /// The tests its processes ran.
     pub tests: Vec<TestKey>,
+    /// The model its first process measured, as llama-bench described it.
+    pub model: Option<ModelId>,
     /// What the reader must know about it: a host bundle whose machine record says it ran in
     /// a virtual machine.
     pub warnings: Vec<String>,
@@ -101,6 +120,7 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
             digests: vec![digest],
             sums: None,
             tests: rows.iter().map(|r| r.key).collect(),
+            model: rows.first().map(|r| r.model.clone()),
             warnings: Vec::new(),
         });
     }
@@ -133,10 +153,12 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
     let mut files = Vec::new();
     let mut digests = Vec::new();
     let mut tests = Vec::new();
+    let mut model = None;
     for run in runs {
         let path = given.join(&run.json);
         let rows = read_bench_file(&path).map_err(|e| bad(crate::format::chain(&e)))?;
         tests.extend(rows.iter().map(|r| r.key));
+        model = model.or_else(|| rows.first().map(|r| r.model.clone()));
         digests.push(sha256_file(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?);
         files.push(path);
     }
@@ -146,6 +168,7 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
         digests,
         sums: Some(given.join(bundle::SUMS_FILE)),
         tests,
+        model,
         warnings: made_in_a_guest(given).into_iter().collect(),
     })
 }
@@ -188,6 +211,70 @@ pub fn add_once(sources: &mut Vec<HostSource>, source: HostSource) -> Result<(),
     }
     sources.push(source);
     Ok(())
+}
+
+/// Checks, before the first run, that each host of `sources` measured the bench's `model`: a
+/// host bundle by the model's SHA-256 in its `environment.json` (the file is hashed only when
+/// its size is the recorded one), a llama-bench file by its `model_n_params` against the
+/// parameter count in the model's GGUF tensor table (skipped when that cannot be read).
+///
+/// # Errors
+/// [`BaselineError::Model`] naming both models.
+pub fn check_model(sources: &[HostSource], model: &Path) -> Result<(), BaselineError> {
+    let size = std::fs::metadata(model).map(|m| m.len()).ok();
+    let mut digest: Option<Option<String>> = None;
+    let mut params: Option<Option<u64>> = None;
+    for source in sources {
+        let host = source
+            .model
+            .as_ref()
+            .map(ModelId::to_string)
+            .unwrap_or_default();
+        let refuse = |bench: String| BaselineError::Model {
+            given: source.given.clone(),
+            host: host.clone(),
+            model: model.to_path_buf(),
+            bench,
+        };
+        if source.sums.is_some() {
+            let Some(recorded) = recorded_model(&source.given) else {
+                continue;
+            };
+            if size.is_some_and(|s| s != recorded.1) {
+                return Err(refuse(format!(
+                    "{} bytes, the host's {} bytes",
+                    size.unwrap_or_default(),
+                    recorded.1
+                )));
+            }
+            let ours = digest.get_or_insert_with(|| sha256_file(model).ok());
+            if let Some(ours) = ours.as_ref().filter(|d| **d != recorded.0) {
+                return Err(refuse(format!("SHA-256 {ours}, the host's {}", recorded.0)));
+            }
+        } else {
+            let ours = *params.get_or_insert_with(|| gguf::n_params(model));
+            let theirs = source.model.as_ref().and_then(|m| m.n_params);
+            if let (Some(ours), Some(theirs)) = (ours, theirs)
+                && ours != theirs
+            {
+                return Err(refuse(format!(
+                    "of {ours} parameters (its GGUF tensors), the host's {theirs}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The model's SHA-256 and size a bench bundle's `environment.json` records (`files.model`).
+fn recorded_model(dir: &Path) -> Option<(String, u64)> {
+    let text = std::fs::read_to_string(dir.join("environment.json")).ok()?;
+    let env: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let model = &env["files"]["model"];
+    Some((
+        model["sha256"].as_str()?.to_string(),
+        model["bytes"].as_u64()?,
+    ))
 }
 
 /// Checks that every host process of `sources` measured one model with one set of settings

@@ -118,9 +118,9 @@ Exit codes:
   0    the bundle was written
   1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle
        exists, a file changed during the runs, a --baseline bundle that fails its check or host
-       files of different models or settings, a --sign key that cannot sign here, signing failed: the bundle
-       is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
-       has no result: the bundle is sealed)
+       files of different models or settings or of another model than -m, a --sign key that
+       cannot sign here, signing failed: the bundle is then sealed, unsigned; with --keep-going,
+       an arm other than a failed reference that has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
        duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
        in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
@@ -455,6 +455,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         baseline::add_once(&mut sources, source).map_err(UsageError)?;
     }
     baseline::check_one_host(&sources)?;
+    baseline::check_model(&sources, &model)?;
     Ok((
         Plan {
             llama_bench,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::analysis::{ArmInput, Role, RunInput};
-use crate::bundle::sums::sha256_file;
 use crate::bench::baseline::{HostSource, add_once, check_one_host, read_source};
+use crate::bundle::sums::sha256_file;
 use crate::commands::UsageError;
 use crate::llama::{TestKey, read_bench_file};
 
