@@ -646,3 +646,69 @@ fn a_host_of_another_model_is_refused_before_the_first_run() {
         ));
     assert!(!never.exists());
 }
+
+/// A directory that is no bundle, or a `bench --command` bundle, is named for what it is; a
+/// host's drifting processes are called host processes, not rounds.
+#[test]
+fn what_is_no_host_is_named_and_host_processes_are_not_rounds() {
+    let s = setup();
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let cmd = s.tmp.path().join("cmd");
+    capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "bench",
+            "--command",
+            "true",
+            "--profile",
+            "again=stock",
+            "--rounds",
+            "2",
+            "-o",
+        ])
+        .arg(&cmd)
+        .assert()
+        .success();
+    let never = s.tmp.path().join("never");
+    for (dir, says) in [
+        (
+            s.tmp.path().to_path_buf(),
+            "it is not an evidence bundle (no environment.json",
+        ),
+        (
+            host.join("raw"),
+            "it is not an evidence bundle (no environment.json",
+        ),
+        (
+            cmd.clone(),
+            "it is a `capshim bench --command` bundle: it has no llama-bench results",
+        ),
+    ] {
+        s.bench(&never, 8)
+            .arg("--baseline")
+            .arg(&dir)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "--baseline {}: {says}",
+                dir.display()
+            )))
+            .stderr(predicate::str::contains("did not finish").not())
+            .stderr(predicate::str::contains("accepts").not());
+    }
+    assert!(!never.exists());
+    // Two host processes 20% apart: a drift of the host's processes.
+    let a = s.host_file("a.json", 2000.0, 200.0);
+    let b = s.host_file("b.json", 2400.0, 200.0);
+    s.bench(&s.tmp.path().join("guest"), 2)
+        .arg("--baseline")
+        .arg(&a)
+        .arg("--baseline")
+        .arg(&b)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "host process medians drift apart by 18.2% (process 1: 2000.00, process 2: 2400.00 tokens/s)",
+        ));
+}

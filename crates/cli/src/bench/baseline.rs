@@ -37,6 +37,19 @@ pub enum BaselineError {
         /// What is wrong (the check's own error).
         why: String,
     },
+    /// A directory that cannot be a host: not an evidence bundle, or a bundle without
+    /// llama-bench results.
+    #[error(
+        "--baseline {}: {why}; give a bench bundle of llama-bench made on the host, or the \
+         host's llama-bench -o json files",
+        dir.display()
+    )]
+    NotHost {
+        /// The directory.
+        dir: PathBuf,
+        /// What it is.
+        why: String,
+    },
     /// The host processes cannot be pooled as one arm (different models or settings).
     #[error(
         "--baseline: the host's processes cannot be one baseline: {0}; give host files of one \
@@ -129,6 +142,21 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
         why,
     };
     let checked = |e: BundleError| bad(crate::format::chain(&e));
+    let not_host = |why: &str| BaselineError::NotHost {
+        dir: given.to_path_buf(),
+        why: why.to_string(),
+    };
+    // A directory with none of a bundle's files is no unfinished bundle: say what it is.
+    let marks = [
+        "environment.json",
+        bundle::SUMS_FILE,
+        bundle::INCOMPLETE_FILE,
+    ];
+    if !marks.iter().any(|f| given.join(f).exists()) {
+        return Err(not_host(
+            "it is not an evidence bundle (no environment.json, SHA256SUMS or INCOMPLETE in it)",
+        ));
+    }
     bundle::verify(given).map_err(checked)?;
     let header = schema::read_header(given).map_err(checked)?;
     if header.kind != Kind::Bench {
@@ -140,6 +168,11 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
     schema::require_derivable(given, &header).map_err(checked)?;
     let schema = header.schema_version.expect("a derivable layout");
     let (manifest, _) = super::check::check(given, schema).map_err(checked)?;
+    if manifest.workload.is_some() {
+        return Err(not_host(
+            "it is a `capshim bench --command` bundle: it has no llama-bench results",
+        ));
+    }
     let stock = manifest.arms.iter().find(|a| a.role == "stock");
     let mut runs: Vec<_> = stock
         .map(|a| a.runs.iter().filter(|r| r.failed.is_none()).collect())
