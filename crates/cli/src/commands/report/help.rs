@@ -94,7 +94,8 @@ Exit codes:
      added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
      unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
      note says why), or a derived file is not what its raw files derive to (SHA256SUMS
-     regenerated after an edit), or its kind or schema_version is not a layout this capshim
+     regenerated after an edit), or a --command bundle's two copies of its workload in
+     environment.json disagree (`workload` and `bundle.workload`), or its kind or schema_version is not a layout this capshim
      derives again (without --as-written), or, with --allowed-signers, its signature is
      missing or bad
   4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
