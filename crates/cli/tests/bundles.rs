@@ -831,7 +831,13 @@ fn an_edited_copy_of_the_command_workload_is_refused() {
     let original = tmp.path().join("cmd");
     capshim()
         .current_dir(tmp.path())
-        .args(["bench", "--command", "echo 'v: 5'", "--metric", "v: ([0-9]+)"])
+        .args([
+            "bench",
+            "--command",
+            "echo 'v: 5'",
+            "--metric",
+            "v: ([0-9]+)",
+        ])
         .args(["--profile", "again=stock", "--rounds", "2", "-o"])
         .arg(&original)
         .assert()
