@@ -32,6 +32,7 @@ impl Setup {
     fn bench(&self, out: &Path, rounds: u32) -> assert_cmd::Command {
         let mut cmd = bench(&self.llama, &self.model);
         cmd.current_dir(self.tmp.path())
+            .env("FAKE_STAMP", "1")
             .args([
                 "--profile",
                 "again=stock",
@@ -353,7 +354,10 @@ fn report_takes_host_processes_as_bench_does() {
         .arg("--baseline")
         .arg(&more)
         .assert()
-        .success();
+        .success()
+        .stderr(predicate::str::contains(
+            "the arm \"host\", a host of the reported input, is shown as an ordinary arm",
+        ));
     let summary: serde_json::Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
     assert_eq!(summary["host"], "baseline", "{summary}");
     assert_eq!(summary["schema_version"], 6);
@@ -402,5 +406,309 @@ fn a_bundle_shown_alone_refuses_a_baseline() {
         .stdout("")
         .stderr(predicate::str::contains(
             "it is reported on its own, without other bundles, --arm, --stock, --host or --baseline",
+        ));
+}
+
+/// A copy of a host file or bundle (another path, the same content) is the same host
+/// process: refused in bench and in report, naming both paths, as `report --arm` does.
+#[test]
+fn copies_of_host_processes_are_refused() {
+    let s = setup();
+    let good = s.host_file("good.json", 2000.0, 200.0);
+    let copy = s.tmp.path().join("good-copy.json");
+    std::fs::copy(&good, &copy).unwrap();
+    let never = s.tmp.path().join("never");
+    let same = format!(
+        "{} holds the same results as {}",
+        copy.display(),
+        good.display()
+    );
+    s.bench(&never, 8)
+        .arg("--baseline")
+        .arg(&good)
+        .arg("--baseline")
+        .arg(&copy)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(same.clone()));
+    assert!(!never.exists());
+    // A host bundle and its `cp -r`.
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let twin = s.tmp.path().join("host1b");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&host)
+        .arg(&twin)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let twin_file = format!(
+        "{} holds the same results as {}",
+        twin.join("raw/stock-r1.json").display(),
+        host.join("raw/stock-r1.json").display()
+    );
+    s.bench(&never, 8)
+        .arg("--baseline")
+        .arg(&host)
+        .arg("--baseline")
+        .arg(&twin)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(twin_file.clone()));
+    assert!(!never.exists());
+    // report --baseline: the same refusals.
+    let guest = s.tmp.path().join("guest");
+    s.bench(&guest, 2).assert().success();
+    for (a, b, says) in [(&good, &copy, &same), (&host, &twin, &twin_file)] {
+        capshim()
+            .arg("report")
+            .arg(&guest)
+            .arg("--baseline")
+            .arg(a)
+            .arg("--baseline")
+            .arg(b)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(says.as_str()));
+    }
+}
+
+/// `report --baseline` refuses what bench refuses: a host that shares no test with the arms
+/// (a `bench --command` bundle's), and one file as both an arm's and the host's.
+#[test]
+fn report_refuses_a_host_that_is_no_host_of_the_arms() {
+    let s = setup();
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let cmd = s.tmp.path().join("cmd");
+    capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "bench",
+            "--command",
+            "true",
+            "--profile",
+            "again=stock",
+            "--rounds",
+            "2",
+            "-o",
+        ])
+        .arg(&cmd)
+        .assert()
+        .success();
+    capshim()
+        .arg("report")
+        .arg(&host)
+        .arg(&cmd)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(2);
+    capshim()
+        .arg("report")
+        .arg(&cmd)
+        .arg("--baseline")
+        .arg(&host)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {} has the tests pp64, tg16, but the arms reported have",
+            host.display()
+        )));
+    let file = s.host_file("hj1.json", 2000.0, 200.0);
+    capshim()
+        .arg("report")
+        .arg(format!("--arm=stock={}", file.display()))
+        .arg("--baseline")
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {} holds the same results as {} of arm \"stock\"",
+            file.display(),
+            file.display()
+        )));
+}
+
+/// A GGUF file (version 3) without key-values whose tensors have `shapes`: a model whose
+/// parameter count capshim reads before the first run.
+fn gguf(path: &Path, shapes: &[&[u64]]) -> PathBuf {
+    let mut b: Vec<u8> = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((shapes.len() as u64).to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    for (i, shape) in shapes.iter().enumerate() {
+        let name = format!("t{i}");
+        b.extend((name.len() as u64).to_le_bytes());
+        b.extend(name.as_bytes());
+        b.extend((shape.len() as u32).to_le_bytes());
+        for d in *shape {
+            b.extend(d.to_le_bytes());
+        }
+        b.extend(0u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+    path.to_path_buf()
+}
+
+/// A host of another model than the bench's is refused before the first run, naming both: a
+/// host file by its parameter count against the model's GGUF tensors, a host bundle by the
+/// model's SHA-256 it records.
+#[test]
+fn a_host_of_another_model_is_refused_before_the_first_run() {
+    let s = setup();
+    // The host files' model (common::result) has 1100048384 parameters.
+    let file = s.host_file("host.json", 2000.0, 200.0);
+    let never = s.tmp.path().join("never");
+    let small = gguf(&s.tmp.path().join("small.gguf"), &[&[2000]]);
+    bench(&s.llama, &small)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&file)
+        .arg("-o")
+        .arg(&never)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "--baseline {}: the host measured fake (fake type, ",
+            file.display()
+        )))
+        .stderr(predicate::str::contains(format!(
+            "but this bench's model {} is of 2000 parameters (its GGUF tensors), the host's \
+             1100048384: percent of host across models is meaningless",
+            small.display()
+        )));
+    assert!(!never.exists());
+    // The same parameter count: accepted.
+    let same = gguf(&s.tmp.path().join("same.gguf"), &[&[1100048384]]);
+    bench(&s.llama, &same)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&file)
+        .arg("-o")
+        .arg(s.tmp.path().join("same-model"))
+        .assert()
+        .success();
+    // A host bundle of fake.gguf against another file of its size.
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let other = s.tmp.path().join("other.gguf");
+    std::fs::write(&other, b"GGUF fake modeX").unwrap();
+    bench(&s.llama, &other)
+        .current_dir(s.tmp.path())
+        .args([
+            "--rounds",
+            "2",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "--profile",
+            "again=stock",
+        ])
+        .arg("--baseline")
+        .arg(&host)
+        .arg("-o")
+        .arg(&never)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "but this bench's model {} is SHA-256 ",
+            other.display()
+        )))
+        .stderr(predicate::str::contains(
+            "percent of host across models is meaningless",
+        ));
+    assert!(!never.exists());
+}
+
+/// A directory that is no bundle, or a `bench --command` bundle, is named for what it is; a
+/// host's drifting processes are called host processes, not rounds.
+#[test]
+fn what_is_no_host_is_named_and_host_processes_are_not_rounds() {
+    let s = setup();
+    let host = s.tmp.path().join("host1");
+    s.bench(&host, 2).assert().success();
+    let cmd = s.tmp.path().join("cmd");
+    capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "bench",
+            "--command",
+            "true",
+            "--profile",
+            "again=stock",
+            "--rounds",
+            "2",
+            "-o",
+        ])
+        .arg(&cmd)
+        .assert()
+        .success();
+    let never = s.tmp.path().join("never");
+    for (dir, says) in [
+        (
+            s.tmp.path().to_path_buf(),
+            "it is not an evidence bundle (no environment.json",
+        ),
+        (
+            host.join("raw"),
+            "it is not an evidence bundle (no environment.json",
+        ),
+        (
+            cmd.clone(),
+            "it is a `capshim bench --command` bundle: it has no llama-bench results",
+        ),
+    ] {
+        s.bench(&never, 8)
+            .arg("--baseline")
+            .arg(&dir)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "--baseline {}: {says}",
+                dir.display()
+            )))
+            .stderr(predicate::str::contains("did not finish").not())
+            .stderr(predicate::str::contains("accepts").not());
+    }
+    assert!(!never.exists());
+    // Two host processes 20% apart: a drift of the host's processes.
+    let a = s.host_file("a.json", 2000.0, 200.0);
+    let b = s.host_file("b.json", 2400.0, 200.0);
+    s.bench(&s.tmp.path().join("guest"), 2)
+        .arg("--baseline")
+        .arg(&a)
+        .arg("--baseline")
+        .arg(&b)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "host process medians drift apart by 18.2% (process 1: 2000.00, process 2: 2400.00 tokens/s)",
         ));
 }

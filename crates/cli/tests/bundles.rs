@@ -820,3 +820,61 @@ fn a_relabelled_bundle_is_refused_by_report_and_sign() {
         .success()
         .stdout(read(&base.join("report.md")));
 }
+
+/// A `bench --command` bundle's environment.json holds its workload twice (top level, for
+/// readers, and the manifest's `bundle.workload`, which is read): an edit of either copy,
+/// resealed, is refused by report and sign (exit 3, naming the field); the untouched bundle
+/// passes.
+#[test]
+fn an_edited_copy_of_the_command_workload_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let original = tmp.path().join("cmd");
+    capshim()
+        .current_dir(tmp.path())
+        .args([
+            "bench",
+            "--command",
+            "echo 'v: 5'",
+            "--metric",
+            "v: ([0-9]+)",
+        ])
+        .args(["--profile", "again=stock", "--rounds", "2", "-o"])
+        .arg(&original)
+        .assert()
+        .success();
+    capshim().arg("report").arg(&original).assert().success();
+    let (private, _) = key(tmp.path());
+    let edits: [(&str, serde_json::Value, &str); 5] = [
+        ("lower_is_better", true.into(), "workload.lower_is_better"),
+        ("command", "echo 'v: 9'".into(), "workload.command"),
+        ("regex", "v: ([0-9])".into(), "workload.regex"),
+        ("unit", "ms".into(), "workload.unit"),
+        ("measure", "wall".into(), "workload.measure"),
+    ];
+    for (i, (field, value, named)) in edits.into_iter().enumerate() {
+        let dir = tmp.path().join(format!("edited-{i}"));
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(&original)
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        let env_path = dir.join("environment.json");
+        let mut env: serde_json::Value = serde_json::from_str(&read(&env_path)).unwrap();
+        env["workload"][field] = value;
+        std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+        reseal(&dir);
+        capshim()
+            .arg("report")
+            .arg(&dir)
+            .assert()
+            .code(3)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "`{named}` is not the manifest's `bundle.{named}`"
+            )));
+        sign(&dir, &private).assert().code(3);
+        assert!(!dir.join("SHA256SUMS.sig").exists());
+    }
+}

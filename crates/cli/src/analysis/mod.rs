@@ -138,7 +138,9 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
     let models = one_model_per_arm(&order)?;
     one_setting_per_test(&order, &mut warnings)?;
     // Only the pairs a speedup or percent of host is computed from: arms of different bundles
-    // that are never compared may measure different models.
+    // that are never compared may measure different models. Each pair once: the host against
+    // stock and stock against the host are one disagreement.
+    let mut warned: Vec<(&str, &str)> = Vec::new();
     for arm in &order {
         let model = &models
             .iter()
@@ -154,7 +156,9 @@ pub fn analyze_with(arms: &[ArmInput], options: &Options) -> Result<Summary, Ana
                 .iter()
                 .find(|(n, _)| *n == reference.name)
                 .expect("every arm");
-            if !model.same_model(theirs) {
+            let pair = (arm.name.as_str(), reference.name.as_str());
+            if !model.same_model(theirs) && !warned.contains(&(pair.1, pair.0)) {
+                warned.push(pair);
                 warnings.push(warnings::different_models(
                     &arm.name,
                     model,

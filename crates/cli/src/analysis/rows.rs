@@ -147,15 +147,21 @@ pub fn rows(
             if let Some(drift) =
                 stats::round_drift(&round_medians, median).filter(|d| *d > stats::DRIFT_WARNING)
             {
+                // A host's processes ran in no round: numbered as processes, not rounds.
+                let host = arm.role == Role::Host && !arm.randomized;
                 let each: Vec<String> = rounds
                     .iter()
-                    .map(|r| format!("r{} {:.2}", r.round, r.median_ts))
+                    .map(|r| match host {
+                        true => format!("process {}: {:.2}", r.round, r.median_ts),
+                        false => format!("r{} {:.2}", r.round, r.median_ts),
+                    })
                     .collect();
                 let unit = merged_unit(arm, key);
                 noise.push(warnings::rounds_drift(
                     drift,
                     &each,
                     unit.as_deref().unwrap_or("tokens/s"),
+                    host,
                 ));
             }
             if !noise.is_empty() {

@@ -314,6 +314,23 @@ fn one_arm_one_model() {
     );
 }
 
+/// The host and stock of different models are one disagreement, warned once (not as host
+/// against stock and again as stock against host).
+#[test]
+fn different_models_of_two_references_are_warned_once() {
+    let s = analyze(&[
+        arm(
+            "stock",
+            Role::Stock,
+            vec![vec![row("tiny", 512, 0, &[1.0])]],
+        ),
+        arm("host", Role::Host, vec![vec![row("gemma", 512, 0, &[1.0])]]),
+    ])
+    .unwrap();
+    let warned = s.warnings.iter().filter(|w| w.contains("different models"));
+    assert_eq!(warned.count(), 1, "{:?}", s.warnings);
+}
+
 #[test]
 fn drift_between_rounds_is_flagged() {
     let s = analyze(&[arm(

@@ -71,11 +71,14 @@ pub fn samples_vary(cv: f64) -> String {
     )
 }
 
-/// Part of [`noisy`]: the round medians (`each`, as `r1 12.34`) spread by `drift` of the
-/// median, above [`stats::DRIFT_WARNING`]; `unit` is the figures' (tokens/s, or a command's).
-pub fn rounds_drift(drift: f64, each: &[String], unit: &str) -> String {
+/// Part of [`noisy`]: the round medians (`each`, as `r1 12.34`, or for a host's processes
+/// `process 1: 12.34`) spread by `drift` of the median, above [`stats::DRIFT_WARNING`]; `unit`
+/// is the figures' (tokens/s, or a command's); `host` when they are a host's processes, which
+/// ran in no round.
+pub fn rounds_drift(drift: f64, each: &[String], unit: &str, host: bool) -> String {
     format!(
-        "round medians drift apart by {:.1}% ({} {unit})",
+        "{} medians drift apart by {:.1}% ({} {unit})",
+        if host { "host process" } else { "round" },
         drift * 100.0,
         each.join(", ")
     )

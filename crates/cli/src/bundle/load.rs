@@ -31,6 +31,9 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
     let manifest = file
         .bundle
         .ok_or_else(|| not_a_bundle("environment.json has no `bundle` manifest".into()))?;
+    if let Some(field) = workload_disagrees(file.workload.as_ref(), manifest.workload.as_ref()) {
+        return Err(BundleError::Disagrees { file: path, field });
+    }
     if manifest.format != FORMAT {
         return Err(not_a_bundle(format!(
             "manifest format {} is not {FORMAT}: use the capshim version that wrote it",
@@ -52,6 +55,43 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, BundleError> {
         }
     }
     Ok(manifest)
+}
+
+/// The first field in which `environment.json`'s top-level `workload` (`copy`) differs from
+/// the manifest's (`recorded`), `*` when only one of them is there; `None` when they agree.
+fn workload_disagrees(
+    copy: Option<&serde_json::Value>,
+    recorded: Option<&Workload>,
+) -> Option<String> {
+    let recorded = recorded.map(|w| serde_json::to_value(w).expect("serializable"));
+    match (copy, recorded) {
+        (None, None) => None,
+        (Some(copy), Some(recorded)) => {
+            let keys = |v: &serde_json::Value| -> Vec<String> {
+                v.as_object()
+                    .map(|o| o.keys().cloned().collect())
+                    .unwrap_or_default()
+            };
+            let mut fields = keys(copy);
+            fields.extend(keys(&recorded));
+            fields.sort();
+            fields.dedup();
+            if !copy.is_object() {
+                return Some("*".into());
+            }
+            // Absent and a default value are one: `regex` absent is null, `lower_is_better`
+            // absent is false, as the manifest reads them.
+            let norm = |v: Option<&serde_json::Value>| match v {
+                None | Some(serde_json::Value::Null) => serde_json::Value::Null,
+                Some(serde_json::Value::Bool(false)) => serde_json::Value::Null,
+                Some(v) => v.clone(),
+            };
+            fields
+                .into_iter()
+                .find(|f| norm(copy.get(f)) != norm(recorded.get(f)))
+        }
+        _ => Some("*".into()),
+    }
 }
 
 /// The bench processes in `dir/environment.json`'s `runs`, in the order run, arm names as

@@ -64,6 +64,10 @@ pub struct ManifestRun {
 #[derive(Deserialize)]
 pub(crate) struct EnvironmentFile {
     pub bundle: Option<Manifest>,
+    /// A `bench --command` bundle's top-level copy of `bundle.workload`, for readers of the
+    /// file; the manifest's is the one read, and this one must agree with it.
+    #[serde(default)]
+    pub workload: Option<serde_json::Value>,
     #[serde(default)]
     pub runs: Vec<RecordedRun>,
 }

@@ -124,6 +124,22 @@ pub enum BundleError {
         /// Why this capshim does not derive it.
         why: String,
     },
+    /// `environment.json`'s top-level `workload` is not its manifest's `bundle.workload`:
+    /// one copy was edited and the checksums regenerated.
+    #[error(
+        "{}: `workload.{field}` is not the manifest's `bundle.workload.{field}`, although every \
+         file matches {SUMS_FILE}, so one copy was edited and {SUMS_FILE} regenerated; do not \
+         trust its figures: rerun `capshim bench --command`, or restore the bundle from its \
+         original copy",
+        file.display()
+    )]
+    Disagrees {
+        /// The bundle's `environment.json`.
+        file: PathBuf,
+        /// The field that differs (`command`, `regex`, `unit`, `lower_is_better`, `measure`),
+        /// or `*` when one copy is missing.
+        field: String,
+    },
     /// The signature was asked for and does not hold, or cannot be checked.
     #[error(transparent)]
     Signature(#[from] sign::SignError),
@@ -151,6 +167,7 @@ impl BundleError {
             | BundleError::Unfinished { .. }
             | BundleError::Mismatch { .. }
             | BundleError::BadRaw { .. }
+            | BundleError::Disagrees { .. }
             | BundleError::Underivable { .. } => true,
             BundleError::Signature(e) => e.untrusted(),
             _ => false,

@@ -118,15 +118,15 @@ Exit codes:
   0    the bundle was written
   1    error (llama-bench or the --command failed, the shim did not activate, bad input, bundle
        exists, a file changed during the runs, a --baseline bundle that fails its check or host
-       files of different models or settings, a --sign key that cannot sign here, signing failed: the bundle
-       is then sealed, unsigned; with --keep-going, an arm other than a failed reference that
-       has no result: the bundle is sealed)
+       files of different models or settings or of another model than -m, a --sign key that
+       cannot sign here, signing failed: the bundle is then sealed, unsigned; with --keep-going,
+       an arm other than a failed reference that has no result: the bundle is sealed)
   2    bad command line (also: -r 0, --rounds 0, a negative or non-numeric --cooldown, a bad or
        duplicate arm label, an unknown profile name, a refused llama-bench option after `--` or
        in an arm's bench-args: a sweep (comma list, range, repeated option) or -t 0; a
-       --baseline without a test of -p/-n, a --baseline file or bundle given twice; --command with
-       a llama-bench option, --warmup, --prepare or --metric without --command, a --metric without
-       a capture group)
+       --baseline without a test of -p/-n, a --baseline file or bundle given twice or as a copy;
+       --command with a llama-bench option, --warmup, --prepare or --metric without --command, a
+       --metric without a capture group)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -452,22 +452,10 @@ fn plan(args: BenchArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
                 crate::term::warning(warning);
             }
         }
-        let real = |f: &PathBuf| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-        let theirs: Vec<PathBuf> = source.files.iter().map(real).collect();
-        if sources
-            .iter()
-            .any(|s: &baseline::HostSource| s.files.iter().any(|f| theirs.contains(&real(f))))
-        {
-            return Err(UsageError(format!(
-                "--baseline {} is given twice: each host process counts once; give each file or \
-                 bundle once",
-                given.display()
-            ))
-            .into());
-        }
-        sources.push(source);
+        baseline::add_once(&mut sources, source).map_err(UsageError)?;
     }
     baseline::check_one_host(&sources)?;
+    baseline::check_model(&sources, &model)?;
     Ok((
         Plan {
             llama_bench,

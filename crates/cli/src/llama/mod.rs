@@ -5,6 +5,7 @@
 pub mod backend_ops;
 pub mod bench_json;
 pub mod closing;
+pub mod gguf;
 pub mod metal;
 pub mod perplexity;
 pub mod shim;

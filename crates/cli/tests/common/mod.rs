@@ -311,8 +311,12 @@ samples() {
   done
   echo "$out"
 }
+# FAKE_STAMP=1: each process's rows carry its pid as `test_time`, as real llama-bench's rows
+# carry their time, so that two processes' files differ.
+stamp=""
+[ -n "$FAKE_STAMP" ] && stamp="\"test_time\": \"$$\", "
 row() {
-  echo "  {\"build_commit\": \"fake123\", \"build_number\": 1, \"backends\": \"Metal\", \"model_filename\": \"$model_filename\", \"model_type\": \"llama 1B Q4_K - Medium\", \"model_size\": 1000, \"model_n_params\": 2000, \"n_prompt\": $1, \"n_gen\": $2, \"n_depth\": 0, \"samples_ts\": [ $(samples $3) ]}"
+  echo "  {$stamp\"build_commit\": \"fake123\", \"build_number\": 1, \"backends\": \"Metal\", \"model_filename\": \"$model_filename\", \"model_type\": \"llama 1B Q4_K - Medium\", \"model_size\": 1000, \"model_n_params\": 2000, \"n_prompt\": $1, \"n_gen\": $2, \"n_depth\": 0, \"samples_ts\": [ $(samples $3) ]}"
 }
 echo "["
 row "$p" 0 10

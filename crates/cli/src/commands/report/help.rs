@@ -88,12 +88,14 @@ Exit codes:
      arm; a --baseline host bundle that fails its check; ssh-keygen missing for --allowed-signers)
   2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file or a copy of it
      twice in one --arm, one arm name given twice, the same bundle twice, --stock/--host naming
-     no arm or both naming one, a --baseline given twice or with --host)
+     no arm or both naming one, a --baseline given twice or as a copy, sharing no test with
+     the arms, also an arm's file, or with --host)
   3  a bundle is not trustworthy: changed after it was written (SHA256SUMS mismatch, missing or
      added files, a symbolic link, SHA256SUMS naming a path outside it or not a file), or
      unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
      note says why), or a derived file is not what its raw files derive to (SHA256SUMS
-     regenerated after an edit), or its kind or schema_version is not a layout this capshim
+     regenerated after an edit), or a --command bundle's two copies of its workload in
+     environment.json disagree (`workload` and `bundle.workload`), or its kind or schema_version is not a layout this capshim
      derives again (without --as-written), or, with --allowed-signers, its signature is
      missing or bad
   4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
