@@ -469,3 +469,44 @@ fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
     }
     assert!(gone, "the command's child {sleeper} outlived the bench");
 }
+
+/// Whether the process `pid` still runs (a zombie being reaped does not).
+fn running(pid: &str) -> bool {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ps -o stat= -p {pid} | grep -qv Z"))
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[test]
+fn processes_a_command_leaves_running_are_ended_with_a_warning_before_the_seal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pids = tmp.path().join("pids");
+    // Each run leaves a sleeper that would write into its stdout file after the seal.
+    let command = format!(
+        r#"(sleep 30; echo late) & echo $! >> "{}"; echo "v: 1""#,
+        pids.display()
+    );
+    bench(tmp.path(), &command, &out, 2)
+        .args(["--metric", "v: ([0-9.]+)", "--arm", "again=stock"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(
+                "the command left [12] process(es)? running when it exited in arm again round 1",
+            )
+            .unwrap(),
+        )
+        .stderr(predicate::str::contains(
+            "SIGTERM to its process group, then SIGKILL",
+        ));
+    let pids = read(&pids);
+    assert_eq!(pids.lines().count(), 4, "{pids}");
+    for pid in pids.lines() {
+        assert!(!running(pid), "process {pid} outlived its run");
+    }
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}

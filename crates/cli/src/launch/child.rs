@@ -6,7 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
 use super::environment::EnvChange;
+use super::group;
 use super::signals::Forwarder;
 
 /// A process that ran to its end (successfully or not).
@@ -18,6 +23,34 @@ pub struct Finished {
     pub started: u64,
     /// Wall time, in seconds.
     pub seconds: f64,
+    /// The signal that stopped it (SIGTTIN, SIGSTOP...), when it stopped rather than ran to
+    /// its end: capshim then ended it, as nothing would continue it.
+    pub stopped: Option<i32>,
+    /// How many processes of its group still ran when it exited, ended then ([`group::end`];
+    /// only with `group`).
+    pub left: usize,
+}
+
+impl Finished {
+    /// How it ended, for a failed run: its exit status, or the signal that stopped it and why
+    /// that stops a run.
+    pub fn reason(&self) -> String {
+        match self.stopped {
+            Some(number) => {
+                let did = match Signal::try_from(number) {
+                    Ok(Signal::SIGTTIN) => "it read the terminal",
+                    Ok(Signal::SIGTTOU) => "it wrote to or set up the terminal",
+                    _ => "it was stopped",
+                };
+                format!(
+                    "stopped by {}: {did}, which a measured process is not given (its stdin \
+                     is /dev/null and it runs in a process group of its own); capshim ended it",
+                    super::signals::name(number)
+                )
+            }
+            None => self.status.to_string(),
+        }
+    }
 }
 
 /// Why a process gave no result of its own.
@@ -58,7 +91,10 @@ pub enum ChildError {
 /// interrupted, one that succeeds as finished (the caller checks `signals` before the next).
 /// With `group`, the process leads a process group of its own and signals are passed on to
 /// the whole group, so that a shell's children get them too (a terminal's Ctrl-C then no
-/// longer reaches the group directly: capshim passes it on).
+/// longer reaches the group directly: capshim passes it on), and what is left of the group
+/// when it exits is ended ([`group::end`], counted in [`Finished::left`]). A process that stops
+/// (SIGTTIN when it reads the terminal, SIGSTOP) is ended and its [`Finished::stopped`] says by
+/// what.
 ///
 /// # Errors
 /// [`ChildError`]; a process that ran and failed is a [`Finished`] with its status.
@@ -94,7 +130,7 @@ pub fn run_as(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let clock = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
+    let child = cmd.spawn().map_err(|source| ChildError::Spawn {
         program: program.to_path_buf(),
         source,
     })?;
@@ -103,9 +139,11 @@ pub fn run_as(
     } else {
         signals.forward_to(child.id());
     }
-    let status = child.wait();
+    let waited = wait(child.id());
+    let seconds = clock.elapsed().as_secs_f64();
     signals.clear();
-    let status = status.map_err(|source| ChildError::Wait {
+    let left = if group { group::end(child.id()) } else { 0 };
+    let (status, stopped) = waited.map_err(|source| ChildError::Wait {
         program: program.to_path_buf(),
         source,
     })?;
@@ -123,8 +161,42 @@ pub fn run_as(
     Ok(Finished {
         status,
         started,
-        seconds: clock.elapsed().as_secs_f64(),
+        seconds,
+        stopped,
+        left,
     })
+}
+
+/// Waits for the child `pid` to end, and for a stop: a stopped child would wait for a SIGCONT
+/// that nothing sends, so it is ended (with its process group, if it leads one) and the signal
+/// that stopped it returned.
+fn wait(pid: u32) -> std::io::Result<(ExitStatus, Option<i32>)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = Pid::from_raw(i32::try_from(pid).map_err(std::io::Error::other)?);
+    let mut stopped = None;
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
+            // The wait(2) status encoding: the exit code in the second byte, a signal in the
+            // low seven bits with 0x80 for a core dump.
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Ok((ExitStatus::from_raw(code << 8), stopped));
+            }
+            Ok(WaitStatus::Signaled(_, signal, core)) => {
+                let raw = signal as i32 | if core { 0x80 } else { 0 };
+                return Ok((ExitStatus::from_raw(raw), stopped));
+            }
+            Ok(WaitStatus::Stopped(_, signal)) => {
+                stopped.get_or_insert(signal as i32);
+                // SIGKILL ends a stopped process too; the group's other processes go with it
+                // (the group's id is its leader's; a child that leads none is killed alone).
+                if killpg(pid, Signal::SIGKILL).is_err() {
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                }
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(std::io::Error::from(e)),
+        }
+    }
 }
 
 /// `arg` as a POSIX shell word: unchanged when it needs no quoting, else single-quoted.

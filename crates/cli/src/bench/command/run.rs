@@ -133,7 +133,7 @@ pub fn run_one<W>(
             _ => Ok(finished.seconds),
         }
     } else {
-        Err(finished.status.to_string())
+        Err(finished.reason())
     };
     let value = match value {
         Ok(v) => v,

@@ -161,7 +161,7 @@ fn prepare(
     };
     let finished = cx.run_tool_in_group(&run)?;
     let mut record = Process::new(arm, Round { round }, run.argv(), env, &finished);
-    let failed = (!finished.status.success()).then(|| finished.status.to_string());
+    let failed = (!finished.status.success()).then(|| finished.reason());
     if let Some(reason) = &failed {
         cx.failed(Failure {
             tool: "the --prepare command",
