@@ -510,3 +510,36 @@ fn processes_a_command_leaves_running_are_ended_with_a_warning_before_the_seal()
     }
     assert_report_reproduces(&out, &read(&out.join("report.md")));
 }
+
+#[test]
+fn a_metric_of_zero_or_below_is_a_failed_run_naming_the_value_and_the_regex() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (value, name) in [("0", "zero"), ("-3.5", "negative")] {
+        let out = tmp.path().join(name);
+        bench(tmp.path(), &format!(r#"echo "v: {value}""#), &out, 2)
+            .args(["--metric", "v: (-?[0-9.]+)", "--arm", "again=stock"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                r#"--metric "v: (-?[0-9.]+)" matched "{value}" in its stdout, which is not a positive number"#
+            )));
+        assert!(out.join("INCOMPLETE").is_file(), "{name}");
+    }
+    // With --keep-going, an arm whose every value is 0 has failed runs, and the bundle is
+    // sealed (no plot of a zero-width range panics).
+    let out = tmp.path().join("one-arm");
+    let command = r#"if [ -n "$Z" ]; then echo "v: 0"; else echo "v: 2"; fi"#;
+    bench(tmp.path(), command, &out, 3)
+        .args([
+            "--metric",
+            "v: ([0-9.]+)",
+            "--arm",
+            "z=stock,Z=1",
+            "--keep-going",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no result for arm z"));
+    assert!(out.join("SHA256SUMS").is_file());
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
