@@ -543,3 +543,28 @@ fn a_metric_of_zero_or_below_is_a_failed_run_naming_the_value_and_the_regex() {
     assert!(out.join("SHA256SUMS").is_file());
     assert_report_reproduces(&out, &read(&out.join("report.md")));
 }
+
+#[test]
+fn output_that_is_not_utf8_is_fine_and_a_metric_is_found_in_the_text_around_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("metric");
+    let command = r#"printf "\377\376 v: 4.5\n"; printf "\377 binary\n" >&2"#;
+    bench(tmp.path(), command, &out, 2)
+        .args(["--metric", "v: ([0-9.]+)", "--arm", "again=stock"])
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(cell(&summary, "again")["median_ts"], 4.5, "{summary}");
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+    let out = tmp.path().join("wall");
+    bench(
+        tmp.path(),
+        r#"printf "\377\376\000\n"; printf "\377\n" >&2"#,
+        &out,
+        2,
+    )
+    .args(["--arm", "again=stock"])
+    .assert()
+    .success();
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
