@@ -568,3 +568,86 @@ fn output_that_is_not_utf8_is_fine_and_a_metric_is_found_in_the_text_around_it()
     .success();
     assert_report_reproduces(&out, &read(&out.join("report.md")));
 }
+
+#[test]
+fn a_command_that_stops_fails_naming_the_signal_and_the_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    // SIGTTIN is what a read of the terminal from a background process group gets.
+    let out = tmp.path().join("ttin");
+    bench(
+        tmp.path(),
+        "echo asking; kill -TTIN 0; echo answered",
+        &out,
+        2,
+    )
+    .args(["--arm", "again=stock"])
+    .timeout(std::time::Duration::from_secs(60))
+    .assert()
+    .code(1)
+    .stderr(predicate::str::contains(
+        "stopped by SIGTTIN: it read the terminal, which a measured command is not given",
+    ));
+    assert!(out.join("INCOMPLETE").is_file());
+    let out = tmp.path().join("stop");
+    bench(tmp.path(), "kill -STOP $$", &out, 2)
+        .args(["--arm", "again=stock", "--keep-going"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "stopped by SIGSTOP; nothing would continue it, so capshim ended it",
+        ));
+    assert!(out.join("SHA256SUMS").is_file());
+}
+
+#[test]
+fn a_signal_ends_a_run_whose_child_is_stopped_and_the_child_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pid_file = tmp.path().join("stopped.pid");
+    // The shell waits for a child that stopped itself: only a SIGCONT lets it take a signal.
+    let command = format!(
+        r#"sh -c 'echo $$ > "{}"; kill -STOP $$'; echo done"#,
+        pid_file.display()
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args(["bench", "--command", &command, "--rounds", "2", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never started");
+    }
+    let stopped = read(&pid_file).trim().to_string();
+    let is_stopped = || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ps -o stat= -p {stopped} | grep -q T"))
+            .status()
+            .unwrap()
+            .success()
+    };
+    while !is_stopped() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command's child never stopped");
+    }
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(129));
+    assert!(out.join("INCOMPLETE").is_file());
+    assert!(
+        !running(&stopped),
+        "the stopped child {stopped} outlived the bench"
+    );
+}

@@ -37,16 +37,22 @@ impl Finished {
     pub fn reason(&self) -> String {
         match self.stopped {
             Some(number) => {
-                let did = match Signal::try_from(number) {
-                    Ok(Signal::SIGTTIN) => "it read the terminal",
-                    Ok(Signal::SIGTTOU) => "it wrote to or set up the terminal",
-                    _ => "it was stopped",
+                let name = super::signals::name(number);
+                let terminal = match Signal::try_from(number) {
+                    Ok(Signal::SIGTTIN) => Some("read the terminal"),
+                    Ok(Signal::SIGTTOU) => Some("wrote to or set up the terminal"),
+                    _ => None,
                 };
-                format!(
-                    "stopped by {}: {did}, which a measured process is not given (its stdin \
-                     is /dev/null and it runs in a process group of its own); capshim ended it",
-                    super::signals::name(number)
-                )
+                match terminal {
+                    Some(did) => format!(
+                        "stopped by {name}: it {did}, which a measured command is not given (its \
+                         stdin is /dev/null, in a process group of its own); capshim ended it: \
+                         give the command its input in a file or its arguments"
+                    ),
+                    None => {
+                        format!("stopped by {name}; nothing would continue it, so capshim ended it")
+                    }
+                }
             }
             None => self.status.to_string(),
         }
