@@ -651,3 +651,48 @@ fn a_signal_ends_a_run_whose_child_is_stopped_and_the_child_with_it() {
         "the stopped child {stopped} outlived the bench"
     );
 }
+
+#[test]
+fn a_signal_during_a_cooldown_pause_says_nothing_was_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let marker = tmp.path().join("ran");
+    let command = format!(r#"echo run >> "{}""#, marker.display());
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args(["bench", "--command", &command, "--rounds", "2"])
+        .args(["--arm", "again=stock", "--cooldown", "60", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !marker.is_file() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never ran");
+    }
+    // The run's shell exits right after writing: the pause has begun.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let int = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(
+            "interrupted by SIGINT: it came during a --cooldown pause, when no run was running,"
+        ),
+        "{stderr}"
+    );
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(
+        note.contains("during a --cooldown pause, when no run was running")
+            && !note.contains("passed it on"),
+        "{note}"
+    );
+}
