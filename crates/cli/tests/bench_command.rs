@@ -696,3 +696,29 @@ fn a_signal_during_a_cooldown_pause_says_nothing_was_running() {
         "{note}"
     );
 }
+
+#[test]
+fn a_failed_prepare_names_what_to_fix_without_the_arms_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(tmp.path(), "true", &out, 2)
+        .args([
+            "--arm",
+            "again=stock",
+            "--prepare",
+            "echo no cache >&2; exit 4",
+        ])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::is_match(
+                r"the --prepare command failed in arm (stock|again) round 1 \(exit status: 4\)",
+            )
+            .unwrap(),
+        )
+        .stderr(predicate::str::contains(
+            "fix the cause above (the --prepare command (it runs without the shim and without \
+             the arm's variables and command-args))",
+        ))
+        .stderr(predicate::str::contains("its arm's variables").not());
+}

@@ -104,8 +104,21 @@ impl Context<'_> {
     /// # Errors
     /// [`ExperimentError::ToolFailed`] without `--keep-going`.
     pub fn failed(&mut self, failure: tool::Failure) -> Result<(), ExperimentError> {
+        self.failed_fixing(failure, self.words.fix)
+    }
+
+    /// As [`Context::failed`], for a process whose fix is not the experiment's usual one
+    /// (`bench --command`'s `--prepare`): `fix` says what to check.
+    ///
+    /// # Errors
+    /// As [`Context::failed`].
+    pub fn failed_fixing(
+        &mut self,
+        failure: tool::Failure,
+        fix: &'static str,
+    ) -> Result<(), ExperimentError> {
         if !self.keep_going {
-            return Err(failure.into_error(self.words.fix));
+            return Err(failure.into_error(fix));
         }
         crate::term::warning(format!(
             "{} failed in {} ({}); recorded as failed, going on (--keep-going)",
