@@ -66,6 +66,12 @@ fn a_planted_2x_slowdown_of_one_arm_is_found_by_the_wall_time() {
     assert!(slow["median_ts"].as_f64().unwrap() >= 0.12);
     assert!(stdout.contains("| command | wall |"), "{stdout}");
     assert!(stdout.contains("Lower is better here"), "{stdout}");
+    // Every ratio the report names is stock / arm, as that sentence says.
+    assert!(
+        stdout.contains("estimate of each round's stock median / arm median")
+            && !stdout.contains("arm median / stock median"),
+        "{stdout}"
+    );
     // The bundle says what it measured, and report derives it again.
     let env = json(&out.join("environment.json"));
     assert_eq!(env["kind"], "bench");
