@@ -394,6 +394,18 @@ fn llama_bench_options_and_options_without_their_partner_are_refused() {
         (&["-m", "x.gguf", "--metric", "(x)"][..], "--command"),
         (&["--command", "true", "--lower-is-better"][..], "--metric"),
         (&["--warmup", "2"][..], "--command"),
+        // Next to -m, clap's `requires` lets these through: the plan refuses them.
+        (
+            &["-m", "x.gguf", "--warmup", "2"][..],
+            "--warmup applies to --command only",
+        ),
+        (
+            &["-m", "x.gguf", "--prepare", "true"][..],
+            "--prepare applies to --command only",
+        ),
+        (&["-m", "x.gguf", "--unit", "x"][..], "--command"),
+        (&["--prepare", "true"][..], "--command"),
+        (&["--command", "true", "--unit", "tokens/s"][..], "--metric"),
         (
             &["--command", "true", "--metric", "tokens/s"][..],
             "no capture group",
@@ -727,4 +739,21 @@ fn a_failed_prepare_names_what_to_fix_without_the_arms_settings() {
              the arm's variables and command-args))",
         ))
         .stderr(predicate::str::contains("its arm's variables").not());
+}
+
+#[test]
+fn the_top_level_help_says_bench_and_tune_measure_any_command() {
+    let out = capshim().arg("--help").assert().success();
+    let help = String::from_utf8_lossy(&out.get_output().stdout).replace(char::is_whitespace, " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "bench Measure stock vs unlocked (vs host) with llama-bench or any command (--command)"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.contains("knob catalogue with llama-bench or any command"),
+        "{help}"
+    );
 }
