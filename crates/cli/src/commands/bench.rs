@@ -77,11 +77,12 @@ measured run, untimed, without the shim or the arm's variables. The shell runs w
 it hands the injection variable to the command (macOS strips DYLD_* from /bin/sh). The command
 runs in a process group of its own, which signals are passed on to; what of it still runs when
 the shell exits is ended (SIGTERM, then SIGKILL), with a warning. It has no terminal: a shell
-stopped by SIGTTIN (it read the terminal) or SIGTTOU fails its run. A run that exits non-zero, is
-killed or stopped, or prints no match of --metric, or a value not above 0, fails (exit 1, naming its exit
-status and the last lines of its stderr and stdout; --keep-going records it). Statistics, verdicts, bundles, report
-and --sign are as for llama-bench; the llama-bench options (-m, -r, -p, -n, -d, --baseline,
---llama-bench, --llama-dir, --skip-preflight, arguments after `--`) are refused with it (exit 2).
+stopped by SIGTTIN (it read the terminal) or SIGTTOU fails its run. A run that exits non-zero,
+is killed or stopped, or prints no match of --metric or a value not above 0, fails (exit 1,
+naming its exit status and the last lines of its stderr and stdout; --keep-going records it).
+Statistics, verdicts, bundles, report and --sign are as for llama-bench; the llama-bench options
+(-m, -r, -p, -n, -d, --baseline, --llama-bench, --llama-dir, --skip-preflight, arguments after
+`--`) are refused with it (exit 2).
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
