@@ -23,12 +23,21 @@ pub struct Finished {
     pub started: u64,
     /// Wall time, in seconds.
     pub seconds: f64,
-    /// The signal that stopped it (SIGTTIN, SIGSTOP...), when it stopped rather than ran to
-    /// its end: capshim then ended it, as nothing would continue it.
-    pub stopped: Option<i32>,
+    /// What stopped it, when it or a process of its group stopped rather than ran to its end:
+    /// capshim then ended it, as nothing would continue it.
+    pub stopped: Option<Stop>,
     /// How many processes of its group still ran when it exited, ended then ([`group::end`];
     /// only with `group`).
     pub left: usize,
+}
+
+/// A stop that ended a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The process itself was stopped by this signal.
+    Signal(i32),
+    /// A process of its group (this pid) stayed stopped while the process waited for it.
+    Child(u32),
 }
 
 impl Finished {
@@ -36,7 +45,14 @@ impl Finished {
     /// that stops a run.
     pub fn reason(&self) -> String {
         match self.stopped {
-            Some(number) => {
+            Some(Stop::Child(pid)) => format!(
+                "a process it started (pid {pid}) stopped and stayed stopped (SIGTTIN when it \
+                 reads the terminal, SIGTTOU when it writes to or sets it up, or SIGSTOP), which \
+                 a measured command is not given (its stdin is /dev/null, in a process group of \
+                 its own); capshim ended the group: give the command its input in a file or \
+                 its arguments"
+            ),
+            Some(Stop::Signal(number)) => {
                 let name = super::signals::name(number);
                 let terminal = match Signal::try_from(number) {
                     Ok(Signal::SIGTTIN) => Some("read the terminal"),
@@ -145,14 +161,17 @@ pub fn run_as(
     } else {
         signals.forward_to(child.id());
     }
+    let watch = group.then(|| group::Watch::start(child.id()));
     let waited = wait(child.id());
     let seconds = clock.elapsed().as_secs_f64();
     signals.clear();
+    let stopped_child = watch.and_then(group::Watch::finish);
     let left = if group { group::end(child.id()) } else { 0 };
     let (status, stopped) = waited.map_err(|source| ChildError::Wait {
         program: program.to_path_buf(),
         source,
     })?;
+    let stopped = stopped.or(stopped_child.map(Stop::Child));
     if !status.success() {
         // A Ctrl-C reaches the process and capshim at once: the process may be gone before
         // capshim's signal thread has noted it. Give it a moment before calling this a failure.
@@ -176,7 +195,7 @@ pub fn run_as(
 /// Waits for the child `pid` to end, and for a stop: a stopped child would wait for a SIGCONT
 /// that nothing sends, so it is ended (with its process group, if it leads one) and the signal
 /// that stopped it returned.
-fn wait(pid: u32) -> std::io::Result<(ExitStatus, Option<i32>)> {
+fn wait(pid: u32) -> std::io::Result<(ExitStatus, Option<Stop>)> {
     use std::os::unix::process::ExitStatusExt;
     let pid = Pid::from_raw(i32::try_from(pid).map_err(std::io::Error::other)?);
     let mut stopped = None;
@@ -192,7 +211,7 @@ fn wait(pid: u32) -> std::io::Result<(ExitStatus, Option<i32>)> {
                 return Ok((ExitStatus::from_raw(raw), stopped));
             }
             Ok(WaitStatus::Stopped(_, signal)) => {
-                stopped.get_or_insert(signal as i32);
+                stopped.get_or_insert(Stop::Signal(signal as i32));
                 // SIGKILL ends a stopped process too; the group's other processes go with it
                 // (the group's id is its leader's; a child that leads none is killed alone).
                 if killpg(pid, Signal::SIGKILL).is_err() {

@@ -52,54 +52,101 @@ fn wait_empty(pgid: i32, limit: Duration) -> bool {
 }
 
 /// How many processes of the group `pgid` are running (zombies, already ended, are not).
-#[cfg(target_os = "linux")]
 fn count(pgid: i32) -> usize {
+    members(pgid).len()
+}
+
+/// The processes of the group `pgid` that are not zombies: pid, and whether it is stopped.
+#[cfg(target_os = "linux")]
+fn members(pgid: i32) -> Vec<(u32, bool)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
     entries
         .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter(|stat| {
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses, so the
             // fields are counted from the last `)`.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
+            let (_, rest) = stat.rsplit_once(')')?;
             let mut fields = rest.split_whitespace();
-            let state = fields.next().unwrap_or("Z");
-            let group = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
-            group == Some(pgid) && state != "Z" && state != "X"
+            let state = fields.next()?;
+            let group = fields.nth(1)?.parse::<i32>().ok()?;
+            (group == pgid && state != "Z" && state != "X").then_some((pid, state == "T"))
         })
-        .count()
+        .collect()
 }
 
-/// How many processes of the group `pgid` are running (zombies, already ended, are not), as
-/// `ps` lists them.
+/// The processes of the group `pgid` that are not zombies, as `ps` lists them: pid, and
+/// whether it is stopped.
 #[cfg(not(target_os = "linux"))]
-fn count(pgid: i32) -> usize {
+fn members(pgid: i32) -> Vec<(u32, bool)> {
     let Ok(out) = std::process::Command::new("ps")
-        .args(["-A", "-o", "pgid=,stat="])
+        .args(["-A", "-o", "pid=,pgid=,stat="])
         .output()
     else {
-        // Without ps, assume something is left: the signals below are harmless if not.
-        return 1;
+        // Without ps, assume something is left: the signals sent then are harmless if not.
+        return vec![(0, false)];
     };
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|line| {
+        .filter_map(|line| {
             let mut fields = line.split_whitespace();
-            let group = fields.next().and_then(|g| g.parse::<i32>().ok());
-            let state = fields.next().unwrap_or("Z");
-            group == Some(pgid) && !state.starts_with('Z')
+            let pid = fields.next()?.parse::<u32>().ok()?;
+            let group = fields.next()?.parse::<i32>().ok()?;
+            let state = fields.next()?;
+            (group == pgid && !state.starts_with('Z')).then_some((pid, state.starts_with('T')))
         })
-        .count()
+        .collect()
+}
+
+/// Looks, while a group's leader runs, for a process of the group that stays stopped: a child
+/// the shell waits for that read the terminal (SIGTTIN) would wait forever, and the shell with
+/// it. Looks after 1 s, then ever less often (every 30 s at most, so that a long run is barely
+/// disturbed); a process seen stopped twice, half a second apart, has its group killed.
+pub struct Watch {
+    done: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Option<u32>>,
+}
+
+impl Watch {
+    /// Starts watching the group `pgid`.
+    pub fn start(pgid: u32) -> Watch {
+        let (done, stop) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let pgid = i32::try_from(pgid).ok()?;
+            let mut pause = Duration::from_secs(1);
+            let mut suspect: Option<u32> = None;
+            loop {
+                match stop.recv_timeout(pause) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+                let stopped: Vec<u32> = members(pgid)
+                    .into_iter()
+                    .filter_map(|(pid, stopped)| stopped.then_some(pid))
+                    .collect();
+                if let Some(pid) = suspect.filter(|p| stopped.contains(p)) {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                    return Some(pid);
+                }
+                suspect = stopped.first().copied();
+                pause = if suspect.is_some() {
+                    Duration::from_millis(500)
+                } else {
+                    (pause * 2).min(Duration::from_secs(30))
+                };
+            }
+        });
+        Watch { done, thread }
+    }
+
+    /// Stops watching (the leader exited): the process seen stopped, whose group was killed.
+    pub fn finish(self) -> Option<u32> {
+        let _ = self.done.send(());
+        self.thread.join().ok().flatten()
+    }
 }
 
 #[cfg(test)]
