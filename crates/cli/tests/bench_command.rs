@@ -66,6 +66,12 @@ fn a_planted_2x_slowdown_of_one_arm_is_found_by_the_wall_time() {
     assert!(slow["median_ts"].as_f64().unwrap() >= 0.12);
     assert!(stdout.contains("| command | wall |"), "{stdout}");
     assert!(stdout.contains("Lower is better here"), "{stdout}");
+    // Every ratio the report names is stock / arm, as that sentence says.
+    assert!(
+        stdout.contains("estimate of each round's stock median / arm median")
+            && !stdout.contains("arm median / stock median"),
+        "{stdout}"
+    );
     // The bundle says what it measured, and report derives it again.
     let env = json(&out.join("environment.json"));
     assert_eq!(env["kind"], "bench");
@@ -388,6 +394,18 @@ fn llama_bench_options_and_options_without_their_partner_are_refused() {
         (&["-m", "x.gguf", "--metric", "(x)"][..], "--command"),
         (&["--command", "true", "--lower-is-better"][..], "--metric"),
         (&["--warmup", "2"][..], "--command"),
+        // Next to -m, clap's `requires` lets these through: the plan refuses them.
+        (
+            &["-m", "x.gguf", "--warmup", "2"][..],
+            "--warmup applies to --command only",
+        ),
+        (
+            &["-m", "x.gguf", "--prepare", "true"][..],
+            "--prepare applies to --command only",
+        ),
+        (&["-m", "x.gguf", "--unit", "x"][..], "--command"),
+        (&["--prepare", "true"][..], "--command"),
+        (&["--command", "true", "--unit", "tokens/s"][..], "--metric"),
         (
             &["--command", "true", "--metric", "tokens/s"][..],
             "no capture group",
@@ -468,4 +486,298 @@ fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
         kill(&["-KILL", &sleeper]);
     }
     assert!(gone, "the command's child {sleeper} outlived the bench");
+}
+
+/// Whether the process `pid` still runs (a zombie being reaped does not).
+fn running(pid: &str) -> bool {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ps -o stat= -p {pid} | grep -qv Z"))
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[test]
+fn processes_a_command_leaves_running_are_ended_with_a_warning_before_the_seal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pids = tmp.path().join("pids");
+    // Each run leaves a sleeper that would write into its stdout file after the seal.
+    let command = format!(
+        r#"(sleep 30; echo late) & echo $! >> "{}"; echo "v: 1""#,
+        pids.display()
+    );
+    bench(tmp.path(), &command, &out, 2)
+        .args(["--metric", "v: ([0-9.]+)", "--arm", "again=stock"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(
+                "the command left [12] process(es)? running when it exited in arm again round 1",
+            )
+            .unwrap(),
+        )
+        .stderr(predicate::str::contains(
+            "SIGTERM to its process group, then SIGKILL",
+        ));
+    let pids = read(&pids);
+    assert_eq!(pids.lines().count(), 4, "{pids}");
+    for pid in pids.lines() {
+        assert!(!running(pid), "process {pid} outlived its run");
+    }
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn a_metric_of_zero_or_below_is_a_failed_run_naming_the_value_and_the_regex() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (value, name) in [("0", "zero"), ("-3.5", "negative")] {
+        let out = tmp.path().join(name);
+        bench(tmp.path(), &format!(r#"echo "v: {value}""#), &out, 2)
+            .args(["--metric", "v: (-?[0-9.]+)", "--arm", "again=stock"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                r#"--metric "v: (-?[0-9.]+)" matched "{value}" in its stdout, which is not a positive number"#
+            )));
+        assert!(out.join("INCOMPLETE").is_file(), "{name}");
+    }
+    // With --keep-going, an arm whose every value is 0 has failed runs, and the bundle is
+    // sealed (no plot of a zero-width range panics).
+    let out = tmp.path().join("one-arm");
+    let command = r#"if [ -n "$Z" ]; then echo "v: 0"; else echo "v: 2"; fi"#;
+    bench(tmp.path(), command, &out, 3)
+        .args([
+            "--metric",
+            "v: ([0-9.]+)",
+            "--arm",
+            "z=stock,Z=1",
+            "--keep-going",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no result for arm z"));
+    assert!(out.join("SHA256SUMS").is_file());
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn output_that_is_not_utf8_is_fine_and_a_metric_is_found_in_the_text_around_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("metric");
+    let command = r#"printf "\377\376 v: 4.5\n"; printf "\377 binary\n" >&2"#;
+    bench(tmp.path(), command, &out, 2)
+        .args(["--metric", "v: ([0-9.]+)", "--arm", "again=stock"])
+        .assert()
+        .success();
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(cell(&summary, "again")["median_ts"], 4.5, "{summary}");
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+    let out = tmp.path().join("wall");
+    bench(
+        tmp.path(),
+        r#"printf "\377\376\000\n"; printf "\377\n" >&2"#,
+        &out,
+        2,
+    )
+    .args(["--arm", "again=stock"])
+    .assert()
+    .success();
+    assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn a_command_that_stops_fails_naming_the_signal_and_the_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    // SIGTTIN is what a read of the terminal from a background process group gets.
+    let out = tmp.path().join("ttin");
+    bench(
+        tmp.path(),
+        "echo asking; kill -TTIN 0; echo answered",
+        &out,
+        2,
+    )
+    .args(["--arm", "again=stock"])
+    .timeout(std::time::Duration::from_secs(60))
+    .assert()
+    .code(1)
+    .stderr(predicate::str::contains(
+        "stopped by SIGTTIN: it read the terminal, which a measured command is not given",
+    ));
+    assert!(out.join("INCOMPLETE").is_file());
+    let out = tmp.path().join("stop");
+    bench(tmp.path(), "kill -STOP $$", &out, 2)
+        .args(["--arm", "again=stock", "--keep-going"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "stopped by SIGSTOP; nothing would continue it, so capshim ended it",
+        ));
+    assert!(out.join("SHA256SUMS").is_file());
+}
+
+#[test]
+fn a_signal_ends_a_run_whose_child_is_stopped_and_the_child_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let pid_file = tmp.path().join("stopped.pid");
+    // The shell waits for a child that stopped itself: only a SIGCONT lets it take a signal.
+    let command = format!(
+        r#"sh -c 'echo $$ > "{}"; kill -STOP $$'; echo done"#,
+        pid_file.display()
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args(["bench", "--command", &command, "--rounds", "2", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never started");
+    }
+    let stopped = read(&pid_file).trim().to_string();
+    let is_stopped = || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ps -o stat= -p {stopped} | grep -q T"))
+            .status()
+            .unwrap()
+            .success()
+    };
+    while !is_stopped() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command's child never stopped");
+    }
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let status = child.wait().unwrap();
+    // 129 for the SIGHUP; 1 on a machine so slow that capshim's own look for a stopped child
+    // (after 1.5 s) came first.
+    assert!(matches!(status.code(), Some(129 | 1)), "{status}");
+    assert!(out.join("INCOMPLETE").is_file());
+    assert!(
+        !running(&stopped),
+        "the stopped child {stopped} outlived the bench"
+    );
+}
+
+#[test]
+fn a_signal_during_a_cooldown_pause_says_nothing_was_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    let marker = tmp.path().join("ran");
+    let command = format!(r#"echo run >> "{}""#, marker.display());
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(tmp.path())
+        .args(["bench", "--command", &command, "--rounds", "2"])
+        .args(["--arm", "again=stock", "--cooldown", "60", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !marker.is_file() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never ran");
+    }
+    // The run's shell exits right after writing: the pause has begun.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let int = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(
+            "interrupted by SIGINT: it came during a --cooldown pause, when no run was running,"
+        ),
+        "{stderr}"
+    );
+    let note = read(&out.join("INCOMPLETE"));
+    assert!(
+        note.contains("during a --cooldown pause, when no run was running")
+            && !note.contains("passed it on"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_failed_prepare_names_what_to_fix_without_the_arms_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    bench(tmp.path(), "true", &out, 2)
+        .args([
+            "--arm",
+            "again=stock",
+            "--prepare",
+            "echo no cache >&2; exit 4",
+        ])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::is_match(
+                r"the --prepare command failed in arm (stock|again) round 1 \(exit status: 4\)",
+            )
+            .unwrap(),
+        )
+        .stderr(predicate::str::contains(
+            "fix the cause above (the --prepare command (it runs without the shim and without \
+             the arm's variables and command-args))",
+        ))
+        .stderr(predicate::str::contains("its arm's variables").not());
+}
+
+#[test]
+fn the_top_level_help_says_bench_and_tune_measure_any_command() {
+    let out = capshim().arg("--help").assert().success();
+    let help = String::from_utf8_lossy(&out.get_output().stdout).replace(char::is_whitespace, " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "bench Measure stock vs unlocked (vs host) with llama-bench or any command (--command)"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.contains("knob catalogue with llama-bench or any command"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_child_the_shell_waits_for_that_stays_stopped_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b");
+    // The shell's child stops as one that read the terminal would; the shell waits for it.
+    bench(
+        tmp.path(),
+        r#"echo asking; sh -c 'kill -TTIN $$'; echo answered"#,
+        &out,
+        2,
+    )
+    .args(["--arm", "again=stock"])
+    .timeout(std::time::Duration::from_secs(60))
+    .assert()
+    .code(1)
+    .stderr(predicate::str::contains(
+        "stopped and stayed stopped (SIGTTIN when it reads the terminal",
+    ))
+    .stderr(predicate::str::contains("capshim ended the group"));
+    assert!(out.join("INCOMPLETE").is_file());
 }

@@ -367,7 +367,10 @@ fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
     s.tune(&out, "1m")
         .args(["--check", "true"])
         .assert()
-        .code(2);
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--check stands in for verify with --command only",
+        ));
     capshim()
         .args(["tune", "--command", "true", "-m", "x.gguf"])
         .assert()

@@ -22,7 +22,9 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
     if n % 2 == 1 {
         sorted[n / 2]
     } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        // Halved first: the same number as (a + b) / 2 (halving is exact), without the sum
+        // overflowing to infinity for values near f64's largest.
+        sorted[n / 2 - 1] / 2.0 + sorted[n / 2] / 2.0
     }
 }
 
@@ -39,8 +41,20 @@ pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
         return None;
     }
     let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    // The ratio does not change with the values' scale: values so large that their sum or
+    // squares overflow are scaled down by the largest first.
+    let largest = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = if values.iter().sum::<f64>().is_finite() && (largest * largest).is_finite() {
+        1.0
+    } else {
+        largest
+    };
+    let mean = values.iter().map(|v| v / scale).sum::<f64>() / n;
+    let var = values
+        .iter()
+        .map(|v| (v / scale - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1.0);
     Some(var.sqrt() / mean)
 }
 
@@ -57,6 +71,20 @@ pub fn round_drift(round_medians: &[f64], overall_median: f64) -> Option<f64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn values_near_the_largest_float_have_a_finite_median_and_spread() {
+        assert_eq!(median(&[1e308, 1e308]), Some(1e308));
+        assert_eq!(median(&[1.5e308, 1.7e308]), Some(1.6e308));
+        let cv = coefficient_of_variation(&[1e308, 1e308, 1e308]).unwrap();
+        assert_eq!(cv, 0.0);
+        let cv = coefficient_of_variation(&[1e308, 1.2e308]).unwrap();
+        assert!(
+            (cv - coefficient_of_variation(&[1.0, 1.2]).unwrap()).abs() < 1e-12,
+            "{cv}"
+        );
+        assert_eq!(median(&[1e-300, 3e-300]), Some(2e-300));
+    }
 
     #[test]
     fn medians_of_odd_and_even_counts() {

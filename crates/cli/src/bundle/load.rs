@@ -151,8 +151,12 @@ pub enum LoadError {
     },
 }
 
+/// A raw text file, bytes that are not UTF-8 replaced: a command's output may hold binary
+/// data, and the text around it is still read (a metric found in it, `capshim:` lines).
 fn read(path: std::path::PathBuf) -> Result<String, LoadError> {
-    std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path, source })
+    std::fs::read(&path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .map_err(|source| LoadError::Read { path, source })
 }
 
 /// The analysis inputs of a bundle's arms. With `prefix`, arm names become `<prefix>/<arm>`

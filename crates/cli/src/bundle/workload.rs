@@ -116,7 +116,15 @@ pub fn metric_value(re: &regex::Regex, stdout: &str, stderr: &str) -> Result<f64
         };
         let found = caps.get(1).map_or("", |m| m.as_str());
         return match found.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(v),
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+            // Speedups are ratios of values, and their logarithms are taken: 0 or below is
+            // no measurement of a rate, a time or a size.
+            Ok(v) if v.is_finite() => Err(format!(
+                "--metric {:?} matched {:?} in its {name}, which is not a positive number (a \
+                 measured value must be above 0)",
+                re.as_str(),
+                found
+            )),
             _ => Err(format!(
                 "--metric {:?} matched {:?} in its {name}, which is not a finite number",
                 re.as_str(),
@@ -158,6 +166,17 @@ mod tests {
         let re = metric(r"v=(\S+)").regex().unwrap().unwrap();
         let nan = metric_value(&re, "v=abc", "").unwrap_err();
         assert!(nan.contains("not a finite number"), "{nan}");
+        let re = metric(r"v: (\S+)").regex().unwrap().unwrap();
+        for value in ["0", "-2.5", "0.0"] {
+            let e = metric_value(&re, &format!("v: {value}"), "").unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "matched \"{value}\" in its stdout, which is not a positive"
+                )) && e.contains("--metric \"v: ("),
+                "{e}"
+            );
+        }
+        assert_eq!(metric_value(&re, "v: 1e-300", ""), Ok(1e-300));
     }
 
     #[test]

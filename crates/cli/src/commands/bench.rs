@@ -75,11 +75,14 @@ finds in stdout, else stderr (test `metric`, higher is better; --lower-is-better
 names it). --warmup N runs each arm N times first, unmeasured; --prepare CMD runs before each
 measured run, untimed, without the shim or the arm's variables. The shell runs without the shim:
 it hands the injection variable to the command (macOS strips DYLD_* from /bin/sh). The command
-runs in a process group of its own, which signals are passed on to. A run that exits non-zero,
-is killed, or prints no match of --metric fails (exit 1, naming its exit status and the last
-lines of its stderr and stdout; --keep-going records it). Statistics, verdicts, bundles, report
-and --sign are as for llama-bench; the llama-bench options (-m, -r, -p, -n, -d, --baseline,
---llama-bench, --llama-dir, --skip-preflight, arguments after `--`) are refused with it (exit 2).
+runs in a process group of its own, which signals are passed on to; what of it still runs when
+the shell exits is ended (SIGTERM, then SIGKILL), with a warning. It has no terminal: a shell
+stopped by SIGTTIN (it read the terminal) or SIGTTOU fails its run. A run that exits non-zero,
+is killed or stopped, or prints no match of --metric or a value not above 0, fails (exit 1,
+naming its exit status and the last lines of its stderr and stdout; --keep-going records it).
+Statistics, verdicts, bundles, report and --sign are as for llama-bench; the llama-bench options
+(-m, -r, -p, -n, -d, --baseline, --llama-bench, --llama-dir, --skip-preflight, arguments after
+`--`) are refused with it (exit 2).
 
 Before the first run the model, llama-bench, the shim and the baseline are hashed (SHA-256, with
 a progress bar for a large model; Ctrl-C stops it) and their identity noted (device, inode,
@@ -181,7 +184,7 @@ pub struct BenchArgs {
 
     /// With --command: measure the number the regular expression's first capture group finds
     /// in the command's stdout (else its stderr; the first match), e.g. 'tokens/s: ([0-9.]+)';
-    /// higher is better. A run whose output has no match fails.
+    /// higher is better. A run whose output has no match, or a value not above 0, fails.
     #[arg(long = "metric", value_name = "REGEX", requires = "command")]
     pub metric: Option<String>,
 

@@ -75,7 +75,8 @@ enum Command {
     Agent(agent::AgentArgs),
     Host(host::HostArgs),
     Doctor(doctor::DoctorArgs),
-    /// Measure stock vs unlocked (vs host) with llama-bench into an evidence bundle.
+    /// Measure stock vs unlocked (vs host) with llama-bench or any command (--command) into
+    /// an evidence bundle.
     Bench(bench::BenchArgs),
     /// Turn llama-bench JSON files or evidence bundles into the comparison table.
     Report(report::ReportArgs),
@@ -90,7 +91,8 @@ enum Command {
     Sign(sign::SignArgs),
     Selftest(selftest::SelftestArgs),
     /// Find the fastest settings for this machine that stay correct: a budgeted search of the
-    /// knob catalogue with llama-bench, the winner verified, into an evidence bundle.
+    /// knob catalogue with llama-bench or any command, the winner verified, into an evidence
+    /// bundle.
     Tune(tune::TuneArgs),
 }
 

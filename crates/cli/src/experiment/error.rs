@@ -81,8 +81,9 @@ pub enum ExperimentError {
     },
     /// A signal stopped the run.
     #[error(
-        "interrupted by {signal}: {tool} was stopped and no further {unit}s were started; the \
-         bundle is unfinished (no SHA256SUMS), see its {note} note"
+        "interrupted by {signal}: {} and no further {unit}s were started; the bundle is \
+         unfinished (no SHA256SUMS), see its {note} note",
+        if *in_pause { format!("it came during a --cooldown pause, when no {unit} was running,") } else { format!("{tool} was stopped") }
     )]
     Interrupted {
         /// The signal's name, e.g. `SIGTERM`.
@@ -95,6 +96,9 @@ pub enum ExperimentError {
         unit: &'static str,
         /// The note's file name.
         note: &'static str,
+        /// Whether it came during a `--cooldown` pause, when nothing was running to pass it on
+        /// to.
+        in_pause: bool,
     },
     /// A signal stopped an experiment that keeps no bundle (`selftest` without `-o`).
     #[error(
@@ -193,6 +197,30 @@ impl ExperimentError {
             tool: words.running,
             unit: words.unit,
             note: crate::bundle::INCOMPLETE_FILE,
+            in_pause: false,
+        }
+    }
+
+    /// The error of a run stopped by signal `number` during a `--cooldown` pause, when nothing
+    /// ran.
+    pub fn interrupted_in_pause(words: &Words, number: i32) -> Self {
+        match Self::interrupted(words, number) {
+            ExperimentError::Interrupted {
+                signal,
+                number,
+                tool,
+                unit,
+                note,
+                ..
+            } => ExperimentError::Interrupted {
+                signal,
+                number,
+                tool,
+                unit,
+                note,
+                in_pause: true,
+            },
+            other => other,
         }
     }
 

@@ -23,6 +23,15 @@ pub fn write(
     footer: Option<String>,
 ) -> std::io::Result<()> {
     let reason = match why {
+        ExperimentError::Interrupted {
+            signal,
+            in_pause: true,
+            ..
+        } => format!(
+            "interrupted by {signal} during a --cooldown pause, when no {unit} was running; \
+             capshim started no further {unit}s",
+            unit = words.unit
+        ),
         ExperimentError::Interrupted { signal, .. } => format!(
             "interrupted by {signal}; capshim passed it on to {}, waited for it and started no \
              further {}s",

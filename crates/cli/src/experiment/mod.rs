@@ -104,8 +104,21 @@ impl Context<'_> {
     /// # Errors
     /// [`ExperimentError::ToolFailed`] without `--keep-going`.
     pub fn failed(&mut self, failure: tool::Failure) -> Result<(), ExperimentError> {
+        self.failed_fixing(failure, self.words.fix)
+    }
+
+    /// As [`Context::failed`], for a process whose fix is not the experiment's usual one
+    /// (`bench --command`'s `--prepare`): `fix` says what to check.
+    ///
+    /// # Errors
+    /// As [`Context::failed`].
+    pub fn failed_fixing(
+        &mut self,
+        failure: tool::Failure,
+        fix: &'static str,
+    ) -> Result<(), ExperimentError> {
         if !self.keep_going {
-            return Err(failure.into_error(self.words.fix));
+            return Err(failure.into_error(fix));
         }
         crate::term::warning(format!(
             "{} failed in {} ({}); recorded as failed, going on (--keep-going)",
@@ -220,7 +233,11 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
         failed: Vec::new(),
         cooldown: e.cooldown(),
     };
-    e.run_in(&dir, &mut cx).map_err(|err| {
+    // A panic (a bug) in the runs or the seal still leaves the note: the bundle is then as
+    // unfinished as after any other stop, and says so.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.run_in(&dir, &mut cx)))
+        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
+    ran.map_err(|err| {
         if scratch.is_some() {
             e.on_stop();
             return err.unkept();
@@ -246,4 +263,21 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
             source: Box::new(err),
         }
     })
+}
+
+/// The error for a panic caught in an experiment, with its message (Rust's panic hook has
+/// printed it, with where it happened).
+fn panicked(payload: &(dyn std::any::Any + Send)) -> ExperimentError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    ExperimentError::Derive(
+        format!(
+            "capshim panicked ({message}), a bug in capshim: please report it with this bundle's \
+             raw files"
+        )
+        .into(),
+    )
 }

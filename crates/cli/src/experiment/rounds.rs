@@ -46,9 +46,13 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 /// # Errors
 /// [`ExperimentError::Interrupted`] as soon as a signal came.
 fn pause(cx: &Context, cooldown: Duration) -> Result<(), ExperimentError> {
+    // A signal that came before the pause came while a process ran, and was passed on to it.
+    cx.check_signals()?;
     let end = Instant::now() + cooldown;
     loop {
-        cx.check_signals()?;
+        if let Some(number) = cx.signals.received() {
+            return Err(ExperimentError::interrupted_in_pause(&cx.words, number));
+        }
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(());

@@ -202,3 +202,46 @@ fn a_failed_tool_whose_stderr_holds_nothing_is_said_to_have_printed_nothing() {
         "{text}"
     );
 }
+
+/// An experiment whose runs panic (a bug) after writing a raw file.
+struct Panics {
+    output: PathBuf,
+}
+
+impl Experiment for Panics {
+    type Sealed = ();
+
+    fn words(&self) -> Words {
+        WORDS
+    }
+
+    fn derived(&self) -> &'static [&'static str] {
+        &["report.md"]
+    }
+
+    fn output(&self) -> Option<&Path> {
+        Some(&self.output)
+    }
+
+    fn run_in(&mut self, dir: &Path, _cx: &mut Context) -> Result<(), ExperimentError> {
+        std::fs::write(dir.join("raw/a-r1.out"), "1\n").unwrap();
+        panic!("a range with no width");
+    }
+}
+
+#[test]
+fn a_panic_in_the_runs_or_the_seal_still_leaves_the_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = super::run(&mut Panics {
+        output: tmp.path().join("b"),
+    })
+    .unwrap_err();
+    let text = crate::format::chain(&err);
+    assert!(text.contains("mock stopped"), "{text}");
+    assert!(
+        text.contains("capshim panicked (a range with no width)"),
+        "{text}"
+    );
+    let note = std::fs::read_to_string(tmp.path().join("b/INCOMPLETE")).unwrap();
+    assert!(note.contains("panicked"), "{note}");
+}

@@ -48,6 +48,7 @@ impl Context<'_> {
 
     /// As [`Context::run_tool`], the process leading a process group of its own, to which
     /// signals are passed on ([`child::run_as`]): a shell command and every process it starts.
+    /// What is left of the group when the process exits is ended, with a warning.
     ///
     /// # Errors
     /// As [`Context::run_tool`].
@@ -77,6 +78,22 @@ impl Context<'_> {
             ChildError::Interrupted(number) => ExperimentError::interrupted(&self.words, number),
         })?;
         self.progress.ended();
+        if finished.left > 0 {
+            let at = self
+                .progress
+                .current
+                .as_ref()
+                .map(|c| format!(" in {}", c.label))
+                .unwrap_or_default();
+            crate::term::warning(format!(
+                "{} left {} process{} running when it exited{at}; capshim ended {} (SIGTERM to \
+                 its process group, then SIGKILL): a command should wait for what it starts",
+                run.tool,
+                finished.left,
+                if finished.left == 1 { "" } else { "es" },
+                if finished.left == 1 { "it" } else { "them" },
+            ));
+        }
         Ok(finished)
     }
 }

@@ -202,10 +202,16 @@ pub fn render(summary: &Summary) -> String {
             " Lower is better here, so each ratio below is stock / arm: above 1 the arm is faster.",
         );
     }
+    // The ratio as the paragraph above and the table state it: lower is better flips it.
+    let ratio = if lower {
+        "stock median / arm median"
+    } else {
+        "arm median / stock median"
+    };
     if summary.stock.is_some() && summary.schema_version >= 6 {
         out.push_str(&format!(
-            " Speedup: the estimate from paired rounds (the Hodges-Lehmann estimate of each round's arm median / \
-             stock median, the point its interval belongs to), its {level}% confidence interval when there are enough \
+            " Speedup: the estimate from paired rounds (the Hodges-Lehmann estimate of each round's {ratio}, \
+             the point its interval belongs to), its {level}% confidence interval when there are enough \
              rounds, and what it shows: faster or slower only when the whole interval lies beyond ±{band}%, no \
              measurable difference when it lies within."
         ));

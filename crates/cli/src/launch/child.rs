@@ -6,7 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
 use super::environment::EnvChange;
+use super::group;
 use super::signals::Forwarder;
 
 /// A process that ran to its end (successfully or not).
@@ -18,6 +23,56 @@ pub struct Finished {
     pub started: u64,
     /// Wall time, in seconds.
     pub seconds: f64,
+    /// What stopped it, when it or a process of its group stopped rather than ran to its end:
+    /// capshim then ended it, as nothing would continue it.
+    pub stopped: Option<Stop>,
+    /// How many processes of its group still ran when it exited, ended then ([`group::end`];
+    /// only with `group`).
+    pub left: usize,
+}
+
+/// A stop that ended a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The process itself was stopped by this signal.
+    Signal(i32),
+    /// A process of its group (this pid) stayed stopped while the process waited for it.
+    Child(u32),
+}
+
+impl Finished {
+    /// How it ended, for a failed run: its exit status, or the signal that stopped it and why
+    /// that stops a run.
+    pub fn reason(&self) -> String {
+        match self.stopped {
+            Some(Stop::Child(pid)) => format!(
+                "a process it started (pid {pid}) stopped and stayed stopped (SIGTTIN when it \
+                 reads the terminal, SIGTTOU when it writes to or sets it up, or SIGSTOP), which \
+                 a measured command is not given (its stdin is /dev/null, in a process group of \
+                 its own); capshim ended the group: give the command its input in a file or \
+                 its arguments"
+            ),
+            Some(Stop::Signal(number)) => {
+                let name = super::signals::name(number);
+                let terminal = match Signal::try_from(number) {
+                    Ok(Signal::SIGTTIN) => Some("read the terminal"),
+                    Ok(Signal::SIGTTOU) => Some("wrote to or set up the terminal"),
+                    _ => None,
+                };
+                match terminal {
+                    Some(did) => format!(
+                        "stopped by {name}: it {did}, which a measured command is not given (its \
+                         stdin is /dev/null, in a process group of its own); capshim ended it: \
+                         give the command its input in a file or its arguments"
+                    ),
+                    None => {
+                        format!("stopped by {name}; nothing would continue it, so capshim ended it")
+                    }
+                }
+            }
+            None => self.status.to_string(),
+        }
+    }
 }
 
 /// Why a process gave no result of its own.
@@ -58,7 +113,10 @@ pub enum ChildError {
 /// interrupted, one that succeeds as finished (the caller checks `signals` before the next).
 /// With `group`, the process leads a process group of its own and signals are passed on to
 /// the whole group, so that a shell's children get them too (a terminal's Ctrl-C then no
-/// longer reaches the group directly: capshim passes it on).
+/// longer reaches the group directly: capshim passes it on), and what is left of the group
+/// when it exits is ended ([`group::end`], counted in [`Finished::left`]). A process that stops
+/// (SIGTTIN when it reads the terminal, SIGSTOP) is ended and its [`Finished::stopped`] says by
+/// what.
 ///
 /// # Errors
 /// [`ChildError`]; a process that ran and failed is a [`Finished`] with its status.
@@ -94,7 +152,7 @@ pub fn run_as(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let clock = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
+    let child = cmd.spawn().map_err(|source| ChildError::Spawn {
         program: program.to_path_buf(),
         source,
     })?;
@@ -103,12 +161,17 @@ pub fn run_as(
     } else {
         signals.forward_to(child.id());
     }
-    let status = child.wait();
+    let watch = group.then(|| group::Watch::start(child.id()));
+    let waited = wait(child.id());
+    let seconds = clock.elapsed().as_secs_f64();
     signals.clear();
-    let status = status.map_err(|source| ChildError::Wait {
+    let stopped_child = watch.and_then(group::Watch::finish);
+    let left = if group { group::end(child.id()) } else { 0 };
+    let (status, stopped) = waited.map_err(|source| ChildError::Wait {
         program: program.to_path_buf(),
         source,
     })?;
+    let stopped = stopped.or(stopped_child.map(Stop::Child));
     if !status.success() {
         // A Ctrl-C reaches the process and capshim at once: the process may be gone before
         // capshim's signal thread has noted it. Give it a moment before calling this a failure.
@@ -123,8 +186,42 @@ pub fn run_as(
     Ok(Finished {
         status,
         started,
-        seconds: clock.elapsed().as_secs_f64(),
+        seconds,
+        stopped,
+        left,
     })
+}
+
+/// Waits for the child `pid` to end, and for a stop: a stopped child would wait for a SIGCONT
+/// that nothing sends, so it is ended (with its process group, if it leads one) and the signal
+/// that stopped it returned.
+fn wait(pid: u32) -> std::io::Result<(ExitStatus, Option<Stop>)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = Pid::from_raw(i32::try_from(pid).map_err(std::io::Error::other)?);
+    let mut stopped = None;
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
+            // The wait(2) status encoding: the exit code in the second byte, a signal in the
+            // low seven bits with 0x80 for a core dump.
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Ok((ExitStatus::from_raw(code << 8), stopped));
+            }
+            Ok(WaitStatus::Signaled(_, signal, core)) => {
+                let raw = signal as i32 | if core { 0x80 } else { 0 };
+                return Ok((ExitStatus::from_raw(raw), stopped));
+            }
+            Ok(WaitStatus::Stopped(_, signal)) => {
+                stopped.get_or_insert(Stop::Signal(signal as i32));
+                // SIGKILL ends a stopped process too; the group's other processes go with it
+                // (the group's id is its leader's; a child that leads none is killed alone).
+                if killpg(pid, Signal::SIGKILL).is_err() {
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                }
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(std::io::Error::from(e)),
+        }
+    }
 }
 
 /// `arg` as a POSIX shell word: unchanged when it needs no quoting, else single-quoted.

@@ -6,6 +6,7 @@ pub mod child;
 pub mod dylib;
 pub mod environment;
 pub mod exit;
+pub mod group;
 pub mod injection;
 pub mod preflight;
 pub mod signals;

@@ -134,6 +134,11 @@ pub fn name(number: i32) -> String {
 fn send(pid: i32, number: i32) {
     if let Ok(signal) = Signal::try_from(number) {
         let _ = kill(Pid::from_raw(pid), signal);
+        if pid < 0 {
+            // A stopped process (one that read the terminal, in a background group) would
+            // hold the signal until continued: continue the group so that it gets it.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+        }
     }
 }
 

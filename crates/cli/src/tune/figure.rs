@@ -20,7 +20,8 @@ fn median(values: &[f64]) -> Option<f64> {
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
     Some(if sorted.len() % 2 == 0 {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
+        // Halved first, so that values near f64's largest do not overflow.
+        sorted[mid - 1] / 2.0 + sorted[mid] / 2.0
     } else {
         sorted[mid]
     })

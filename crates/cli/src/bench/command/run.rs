@@ -133,7 +133,7 @@ pub fn run_one<W>(
             _ => Ok(finished.seconds),
         }
     } else {
-        Err(finished.status.to_string())
+        Err(finished.reason())
     };
     let value = match value {
         Ok(v) => v,
@@ -154,7 +154,9 @@ pub fn run_one<W>(
         }
     };
     if let (Some(_), Some(path)) = (&job.arm.profile, out.status) {
-        let stderr = std::fs::read_to_string(out.stderr).unwrap_or_default();
+        let stderr = std::fs::read(out.stderr)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let events = StatusEvent::read_file(path)?;
         let activation = Activation::from_evidence(true, &events, &stderr);
         if !activation.activated && !job.allow_inactive {

@@ -36,6 +36,10 @@ const COMMAND_WORDS: Words = Words {
     ..WORDS
 };
 
+/// What to check when `--prepare` fails: it runs as stock, so the arm's settings are not it.
+const PREPARE_FIX: &str = "the --prepare command (it runs without the shim and without the \
+                           arm's variables and command-args)";
+
 /// Where in a bench a warm-up process ran.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Warmup {
@@ -161,16 +165,19 @@ fn prepare(
     };
     let finished = cx.run_tool_in_group(&run)?;
     let mut record = Process::new(arm, Round { round }, run.argv(), env, &finished);
-    let failed = (!finished.status.success()).then(|| finished.status.to_string());
+    let failed = (!finished.status.success()).then(|| finished.reason());
     if let Some(reason) = &failed {
-        cx.failed(Failure {
-            tool: "the --prepare command",
-            arm: arm.to_string(),
-            what: format!("arm {arm} round {round}"),
-            reason: reason.clone(),
-            stderr,
-            stdout: Some(stdout),
-        })?;
+        cx.failed_fixing(
+            Failure {
+                tool: "the --prepare command",
+                arm: arm.to_string(),
+                what: format!("arm {arm} round {round}"),
+                reason: reason.clone(),
+                stderr,
+                stdout: Some(stdout),
+            },
+            PREPARE_FIX,
+        )?;
         record.failed = Some(reason.clone());
     }
     prepares.push(record);
