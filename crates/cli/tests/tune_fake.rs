@@ -139,6 +139,11 @@ fn setup() -> Setup {
 impl Setup {
     /// `capshim tune` with the stand-ins, a budget of `budget`, into `out`.
     fn tune(&self, out: &Path, budget: &str) -> assert_cmd::Command {
+        self.tune_from(out, budget, "apple9-64k")
+    }
+
+    /// `capshim tune` as [`Setup::tune`], against the reference `reference`.
+    fn tune_from(&self, out: &Path, budget: &str, reference: &str) -> assert_cmd::Command {
         let mut cmd = capshim();
         cmd.current_dir(self.tmp.path())
             .arg("tune")
@@ -151,7 +156,7 @@ impl Setup {
             .args([
                 "--allow-inactive",
                 "--reference",
-                "apple9-64k",
+                reference,
                 "--budget",
                 budget,
             ])
@@ -430,4 +435,42 @@ fn a_command_is_tuned_by_its_wall_time_and_check_stands_in_for_verify() {
     assert_eq!(sum["winner"], serde_json::Value::Null, "{sum:#}");
     assert_eq!(sum["verify"]["verdict"], "failed");
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn candidates_keep_the_reference_s_own_settings_and_change_one_thing() {
+    let s = setup();
+    let out = s.tmp.path().join("from-ref");
+    s.tune_from(&out, "2s", "ref=stock,GGML_X=1,bench-args=-fa 0")
+        .assert()
+        .success();
+    let env = read(&out.join("environment.json"));
+    // The profile knob replaces the profile only; an option replaces the reference's value.
+    for arm in [
+        "apple9-64k=apple9-64k,GGML_X=1,bench-args=-fa 0",
+        "fa-on=stock,GGML_X=1,bench-args=-fa 1,common-args=-fa on",
+        "ub-256=stock,GGML_X=1,bench-args=-fa 0 -ub 256,common-args=-ub 256",
+    ] {
+        assert!(env.contains(&format!("\"{arm}\"")), "no arm {arm}: {env}");
+    }
+    assert!(!env.contains("given twice"), "{env}");
+    // A profile file's [args] cannot be replaced by an arm's items: the knob is left out,
+    // saying so; the profile knob keeps the file's arguments.
+    std::fs::write(
+        s.tmp.path().join("slow.toml"),
+        "name = \"slow\"\napple_family_max = 1007\nmax_threadgroup_memory = 32768\n\n[args]\nbench = [\"-fa\", \"0\"]\n",
+    )
+    .unwrap();
+    let out = s.tmp.path().join("from-file");
+    s.tune_from(&out, "2s", "ref=file=slow.toml")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "slow.toml gives -fa in its [args]",
+        ));
+    let env = read(&out.join("environment.json"));
+    assert!(
+        env.contains("\"apple9-64k=apple9-64k,bench-args=-fa 0\""),
+        "{env}"
+    );
 }

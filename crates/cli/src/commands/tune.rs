@@ -191,13 +191,10 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
             .pop()
             .expect("the default arm");
         let items = arm.profile_name.clone();
-        return Ok(Reference { arm, items });
+        return Reference::new(arm, items).map_err(usage);
     };
     if text == STOCK {
-        return Ok(Reference {
-            arm: Arm::stock(),
-            items: STOCK.to_string(),
-        });
+        return Reference::new(Arm::stock(), STOCK.to_string()).map_err(usage);
     }
     let spec: Spec = crate::arms::spec::parse(text).map_err(|e| usage(e.to_string()))?;
     let items = match text.split_once('=') {
@@ -209,7 +206,7 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
         .resolve(std::slice::from_ref(text), false, &[])?
         .pop()
         .expect("the reference arm");
-    Ok(Reference { arm, items })
+    Reference::new(arm, items).map_err(usage)
 }
 
 /// A candidate and the arm it runs as.
@@ -270,11 +267,15 @@ fn candidates(
             ));
             continue;
         }
-        let spec = c.arm_spec(&reference.items);
-        match options
-            .resolve(&spec)
-            .and_then(|arm| check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm))
-        {
+        let arm = c.arm_spec(&reference.base).and_then(|spec| {
+            options
+                .resolve(&spec)
+                .and_then(|arm| {
+                    check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm)
+                })
+                .map_err(|e| e.to_string())
+        });
+        match arm {
             Ok(arm) => out.push((c, arm)),
             Err(e) => left_out.push(format!("{}: {e}", c.label)),
         }

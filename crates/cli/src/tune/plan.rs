@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::compose::Base;
 use super::knobs::Candidate;
 use super::search::Config;
 use crate::arms::{self, Arm, ArmError};
@@ -51,9 +52,21 @@ impl ArmOptions {
 pub struct Reference {
     /// The arm.
     pub arm: Arm,
-    /// Its items (its `--arm` text without the label): what candidates start from
-    /// ([`Candidate::arm_spec`]).
+    /// Its items (its `--arm` text without the label).
     pub items: String,
+    /// Its settings by kind: what candidates start from ([`Candidate::arm_spec`]).
+    pub base: Base,
+}
+
+impl Reference {
+    /// The reference of items `items` (its `--arm` text without the label) resolved as `arm`.
+    ///
+    /// # Errors
+    /// The arms grammar's message for items that do not parse.
+    pub fn new(arm: Arm, items: String) -> Result<Reference, String> {
+        let base = Base::new(&items, Some(&arm))?;
+        Ok(Reference { arm, items, base })
+    }
 }
 
 /// How a candidate is verified against the reference: `capshim verify` run as a child process

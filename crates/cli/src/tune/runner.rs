@@ -196,7 +196,10 @@ impl<'a> Search<'a> {
                 .iter()
                 .zip(&plan.bench.arms[1..])
                 .map(|(c, arm)| {
-                    CandidateRecord::new(c, c.arm_spec(&plan.reference.items), arm, None)
+                    let spec = c
+                        .arm_spec(&plan.reference.base)
+                        .expect("written as an arm when the plan was made");
+                    CandidateRecord::new(c, spec, arm, None)
                 })
                 .collect(),
             left_out: plan.left_out.clone(),
@@ -418,14 +421,21 @@ impl<'a> Search<'a> {
             if self.arms.iter().any(|a| a.name == combo.label) {
                 continue;
             }
-            let spec = combo.arm_spec(&self.plan.reference.items);
-            let arm = match self.plan.arm_options.resolve(&spec).and_then(|arm| {
-                crate::bench::plan::check_arm_args(
-                    std::slice::from_ref(&arm),
-                    &self.plan.bench.extra,
-                )
-                .map(|()| arm)
-            }) {
+            let arm = combo.arm_spec(&self.plan.reference.base).and_then(|spec| {
+                self.plan
+                    .arm_options
+                    .resolve(&spec)
+                    .and_then(|arm| {
+                        crate::bench::plan::check_arm_args(
+                            std::slice::from_ref(&arm),
+                            &self.plan.bench.extra,
+                        )
+                        .map(|()| arm)
+                    })
+                    .map(|arm| (spec, arm))
+                    .map_err(|e| e.to_string())
+            });
+            let (spec, arm) = match arm {
                 Ok(arm) => arm,
                 Err(e) => {
                     crate::term::warning(format!(
