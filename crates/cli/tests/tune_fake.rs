@@ -271,8 +271,60 @@ fn equal_settings_give_no_winner_and_exit_0_and_a_relabelled_bundle_is_refused()
         "every candidate runs a first stage of 6 rounds: {sum:#}"
     );
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
-    // Relabelled as another layout, or another kind, it is refused (exit code 3).
+    // An edited manifest value the replay uses is refused naming it (exit code 3), never a
+    // panic, by report and by report --as-written.
     let env_path = out.join("environment.json");
+    let original = read(&env_path);
+    let edits: [(&str, serde_json::Value, &str); 6] = [
+        ("/tune/first_rounds", 2.into(), "tune.first_rounds is 2"),
+        ("/tune/first_rounds", 0.into(), "tune.first_rounds is 0"),
+        (
+            "/tune/first_rounds",
+            1_000_000.into(),
+            "tune.first_rounds is 1000000",
+        ),
+        (
+            "/tune/search_seconds",
+            (-5.0).into(),
+            "tune.search_seconds is -5",
+        ),
+        (
+            "/tune/stages/0/rounds_planned",
+            0.into(),
+            "tune.stages[0].rounds_planned is 0",
+        ),
+        (
+            "/tune/stages/0/number",
+            2.into(),
+            "tune.stages[0].number is 2",
+        ),
+    ];
+    for (pointer, value, message) in edits {
+        let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+        *env.pointer_mut(pointer).unwrap() = value;
+        std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+        reseal(&out);
+        assert_report_refuses(&out, message);
+        capshim()
+            .args(["report", "--as-written"])
+            .arg(&out)
+            .assert()
+            .code(3);
+    }
+    // A round given twice (in a stage that planned one more).
+    let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let planned = env.pointer_mut("/tune/stages/0/rounds_planned").unwrap();
+    *planned = (planned.as_u64().unwrap() + 1).into();
+    let rounds = env.pointer_mut("/tune/stages/0/rounds").unwrap();
+    let first = rounds[0].clone();
+    rounds.as_array_mut().unwrap().push(first);
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    reseal(&out);
+    assert_report_refuses(&out, "a round given twice");
+    std::fs::write(&env_path, &original).unwrap();
+    reseal(&out);
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // Relabelled as another layout, or another kind, it is refused (exit code 3).
     let env = read(&env_path);
     std::fs::write(
         &env_path,

@@ -104,6 +104,19 @@ pub enum BundleError {
         /// What is wrong with the file.
         why: String,
     },
+    /// A manifest value the derivation uses is out of range or inconsistent, although the file
+    /// matches its checksum: the run that sealed the bundle wrote none such, so it was edited.
+    #[error(
+        "{}: {why}, although it matches {SUMS_FILE}; the run that sealed the bundle wrote no \
+         such value, so it was edited and {SUMS_FILE} regenerated: do not trust its figures",
+        file.display()
+    )]
+    BadManifest {
+        /// The file that holds the manifest (`environment.json`).
+        file: PathBuf,
+        /// The field and what is wrong with its value.
+        why: String,
+    },
     /// The bundle's layout is one this capshim does not derive again (an unknown kind or
     /// `schema_version`, or an older layout whose derivation is not kept): its derived files
     /// cannot be checked, and a relabel would otherwise turn their check off.
@@ -151,6 +164,7 @@ impl BundleError {
             | BundleError::Unfinished { .. }
             | BundleError::Mismatch { .. }
             | BundleError::BadRaw { .. }
+            | BundleError::BadManifest { .. }
             | BundleError::Underivable { .. } => true,
             BundleError::Signature(e) => e.untrusted(),
             _ => false,

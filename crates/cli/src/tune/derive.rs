@@ -25,8 +25,9 @@ pub enum DeriveError {
         /// Why.
         why: String,
     },
-    /// The manifest does not describe a search this capshim replays.
-    #[error("the manifest {0}")]
+    /// The manifest (`environment.json`'s `tune`) does not describe a search this capshim
+    /// replays.
+    #[error("environment.json: {0}")]
     Manifest(String),
 }
 
@@ -146,7 +147,7 @@ pub fn round_figures(
     for (arm, meds) in got.iter().filter(|(arm, _)| *arm != reference) {
         let Some(c) = labels.iter().position(|l| l == arm) else {
             return Err(DeriveError::Manifest(format!(
-                "names an arm {arm:?} in round {} that is no candidate",
+                "tune.stages: round {} names an arm {arm:?} that is no candidate",
                 round.round
             )));
         };
@@ -172,7 +173,14 @@ fn figures(dir: &Path, m: &Manifest) -> Result<Figures, DeriveError> {
 }
 
 /// The search replayed from the manifest's stages and the rounds' figures.
+///
+/// # Errors
+/// [`DeriveError::Manifest`] for a value the replay cannot take ([`Manifest::bad_value`]), a
+/// candidate run before it was added or candidates that do not add up; [`DeriveError::NoResult`].
 pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
+    if let Some(bad) = m.bad_value() {
+        return Err(DeriveError::Manifest(bad));
+    }
     let figures = figures(dir, m)?;
     let mut halving = Halving::new(
         m.initial(),
@@ -189,7 +197,7 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
         }
         if let Some(bad) = stage.alive.iter().find(|&&c| c >= known) {
             return Err(DeriveError::Manifest(format!(
-                "runs candidate {bad} in stage {} before it was added",
+                "tune.stages: candidate {bad} runs in stage {} before it was added",
                 stage.number
             )));
         }
@@ -215,7 +223,7 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
     }
     if known != m.candidates.len() {
         return Err(DeriveError::Manifest(format!(
-            "lists {} candidates, but its stages add up to {known}",
+            "tune.candidates lists {} candidates, but the stages add up to {known}",
             m.candidates.len()
         )));
     }

@@ -11,6 +11,9 @@ use super::search::Config;
 use crate::arms::{self, Arm, ArmError};
 use crate::bench::plan::Plan as BenchPlan;
 
+/// The longest `--budget` taken: 7 days (a search longer than that is a mistake in the unit).
+pub const MAX_BUDGET: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The share of the budget kept for verifying the winner (the search spends the rest).
 pub const VERIFY_SHARE: f64 = 0.2;
 
