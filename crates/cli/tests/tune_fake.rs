@@ -14,7 +14,8 @@ use common::{assert_report_refuses, capshim, fake_model, inert_shim, read};
 ///
 /// - llama-bench: `-o json` results for `-p` and `-n` with `-r` samples each, about 1000 and 100
 ///   tokens/s with a noise of ±1% drawn from its pid; `FAKE_FAST=WORDS` makes the runs whose
-///   arguments contain WORDS (e.g. `-fa 1`) 25% faster.
+///   arguments contain WORDS (e.g. `-fa 1`) 25% faster; `FAKE_SLEEP=SECONDS` makes each run
+///   take that long.
 /// - llama-perplexity: writes a small base, or prints a comparison whose mean KLD is
 ///   `FAKE_KLD` (0 by default) in runs whose arguments contain `FAKE_KLD_ARGS`.
 /// - llama-completion: a fixed text and llama.cpp's closing lines.
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
+[ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
 speed=1000
 case "$all" in *" $FAKE_FAST "*) [ -n "$FAKE_FAST" ] && speed=1250 ;; esac
 noise=$(( ($$ * 7919) % 21 - 10 ))
@@ -525,4 +527,33 @@ fn candidates_keep_the_reference_s_own_settings_and_change_one_thing() {
         env.contains("\"apple9-64k=apple9-64k,bench-args=-fa 0\""),
         "{env}"
     );
+}
+
+#[test]
+fn a_budget_for_first_stages_only_is_too_few_rounds_to_tell_not_no_winner() {
+    let s = setup();
+    let out = s.tmp.path().join("short");
+    // At 0.1 s a process, 1 s pays for less than the first stage.
+    let assert = s
+        .tune(&out, "1s")
+        .env("FAKE_SLEEP", "0.1")
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let sum = summary(&out);
+    let needed = sum["rounds_needed"].as_u64().unwrap();
+    // The fake tools' knobs on Linux: 9 candidates, so 99.44%, which needs 9 rounds.
+    assert!(needed > 6, "{sum:#}");
+    assert_eq!(sum["too_few_rounds"], true, "{sum:#}");
+    assert_eq!(sum["winner"], serde_json::Value::Null);
+    let text = format!("too few rounds to tell ({needed} needed at the ");
+    assert!(stdout.contains(&text), "{stdout}");
+    assert!(!stdout.contains("No setting beats"), "{stdout}");
+    assert!(stderr.contains(&text), "{stderr}");
+    assert!(
+        stdout.contains(&format!("({needed} rounds needed at ")),
+        "{stdout}"
+    );
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
 }

@@ -38,8 +38,10 @@ race once each, as fresh llama-bench processes, in an order drawn at random for 
 candidate's figure in a round is the log of its throughput over the reference's in the same round
 (the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of at
 least 6 rounds; the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
-A winner must beat the reference by an interval wholly above the +2% band; otherwise the result is
-`no setting beats the reference here`.
+A winner must beat the reference by an interval wholly above the +2% band, at the level
+1 - 0.05/m for m candidates, which needs 9 rounds for 7 to 12 candidates (2/2^n <= 0.05/m);
+otherwise the result is `no setting beats the reference here`, or `too few rounds to tell` when no
+candidate that stayed to the end ran that many rounds (a larger --budget is the fix).
 
 Budget: the search spends 80% of --budget; the processes left are estimated from the seconds per
 process so far, and a stage is cut short when its time is up, so the search ends at most one round
@@ -431,8 +433,7 @@ pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
                 "winner {winner}: its settings are in {}",
                 outcome.bundle.dir.join(RECOMMENDATION).display()
             )),
-            Some(winner) => crate::term::note(format!("winner {winner}")),
-            None => crate::term::note("no setting beats the reference here"),
+            _ => crate::term::note(&outcome.verdict),
         }
         ExitCode::SUCCESS
     })

@@ -12,6 +12,8 @@ use super::manifest::{Manifest, RECOMMENDATION, RoundRecord, SCHEMA_VERSION, Ver
 use super::render;
 use super::search::{Config, Halving, Outcome, Stage};
 use super::summary::{CandidateSummary, Summary, VerifyResult};
+use crate::analysis::family::rounds_for_level;
+use crate::analysis::interval::MIN_ROUNDS;
 use crate::llama::{TestKey, read_bench_file};
 
 /// Why the derived files cannot be made.
@@ -236,6 +238,9 @@ pub struct Derived {
     pub files: Vec<(&'static str, String)>,
     /// The winner's label.
     pub winner: Option<String>,
+    /// The result in words, for the terminal: `winner LABEL`, `no setting beats the reference
+    /// here`, or too few rounds to tell.
+    pub verdict: String,
 }
 
 impl Derived {
@@ -266,6 +271,22 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     } else {
         winner(&qualifying, &labels, &verified)
     };
+    let tested = outcome.ranking.iter().filter(|r| r.rounds > 0).count();
+    let level = if tested == 0 {
+        1.0
+    } else {
+        super::search::winner_level(tested)
+    };
+    let rounds_needed = if tested == 0 {
+        MIN_ROUNDS
+    } else {
+        rounds_for_level(level)
+    };
+    let too_few_rounds = winner.is_none()
+        && !outcome
+            .ranking
+            .iter()
+            .any(|r| r.eliminated_after.is_none() && r.rounds >= rounds_needed);
     let recommendation = winner
         .filter(|&w| m.candidates[w].resolved.apple_family_max.is_some())
         .map(|_| RECOMMENDATION);
@@ -279,6 +300,9 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         budget_seconds: m.budget_seconds,
         band: m.band,
         ended: m.ended.clone(),
+        level,
+        rounds_needed,
+        too_few_rounds,
         candidates: outcome
             .ranking
             .iter()
@@ -317,6 +341,7 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     }
     Ok(Derived {
         files,
+        verdict: render::headline(&summary),
         winner: summary.winner,
     })
 }

@@ -54,6 +54,8 @@ pub struct Outcome {
     pub winner: Option<String>,
     /// Whether the bundle holds the recommendation profile file.
     pub recommended: bool,
+    /// The result in words ([`super::render::headline`]).
+    pub verdict: String,
 }
 
 impl Sealed for Outcome {
@@ -545,6 +547,7 @@ impl<'a> Search<'a> {
                 .iter()
                 .any(|(n, _)| *n == super::manifest::RECOMMENDATION),
             winner: derived.winner,
+            verdict: derived.verdict,
         })
     }
 }

@@ -17,7 +17,8 @@ pub struct VerifyResult {
     pub bundle: String,
 }
 
-/// One candidate in `summary.json`, best first.
+/// One candidate in `summary.json`, in the order the search ranked them (later stages
+/// first, then by estimate).
 #[derive(Serialize)]
 pub struct CandidateSummary {
     /// Its label.
@@ -65,7 +66,18 @@ pub struct Summary {
     pub band: f64,
     /// Why the search ended: `complete` or `budget`.
     pub ended: String,
-    /// Every candidate, best first.
+    /// The level of the winner rule's intervals, `1 − 0.05 / m` for the `m` candidates that
+    /// ran (a fraction; 1 when none ran).
+    pub level: f64,
+    /// The rounds a candidate needs for an interval at `level` (the fewest `n` with
+    /// `2 / 2^n ≤ 1 − level`: 6 at 95%, 9 at 99.29% for 7 candidates).
+    pub rounds_needed: usize,
+    /// Whether there is no winner because no candidate that stayed to the end ran
+    /// `rounds_needed` rounds: too few rounds to tell, not a finding that nothing is faster.
+    pub too_few_rounds: bool,
+    /// Every candidate, in the order the search ranked them: the winner, those that stayed to
+    /// the end, then those eliminated later before those eliminated earlier, each group by
+    /// estimate.
     pub candidates: Vec<CandidateSummary>,
     /// The winner's label: verified `equivalent` and beating the reference beyond the band.
     pub winner: Option<String>,
