@@ -15,7 +15,7 @@ use common::{assert_report_refuses, capshim, fake_model, inert_shim, read};
 /// - llama-bench: `-o json` results for `-p` and `-n` with `-r` samples each, about 1000 and 100
 ///   tokens/s with a noise of ±1% drawn from its pid; `FAKE_FAST=WORDS` makes the runs whose
 ///   arguments contain WORDS (e.g. `-fa 1`) 25% faster; `FAKE_SLEEP=SECONDS` makes each run
-///   take that long.
+///   take that long; `FAKE_FAIL=WORDS` makes the runs whose arguments contain WORDS fail.
 /// - llama-perplexity: writes a small base, or prints a comparison whose mean KLD is
 ///   `FAKE_KLD` (0 by default) in runs whose arguments contain `FAKE_KLD_ARGS`.
 /// - llama-completion: a fixed text and llama.cpp's closing lines.
@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
 [ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
+case "$all" in *" $FAKE_FAIL "*) [ -n "$FAKE_FAIL" ] && { echo "fake llama-bench: planted failure" >&2; exit 1; } ;; esac
 speed=1000
 case "$all" in *" $FAKE_FAST "*) [ -n "$FAKE_FAST" ] && speed=1250 ;; esac
 noise=$(( ($$ * 7919) % 21 - 10 ))
@@ -555,5 +556,34 @@ fn a_budget_for_first_stages_only_is_too_few_rounds_to_tell_not_no_winner() {
         stdout.contains(&format!("({needed} rounds needed at ")),
         "{stdout}"
     );
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn a_candidate_whose_every_run_fails_is_named_in_a_warning_with_keep_going() {
+    let s = setup();
+    let out = s.tmp.path().join("failing");
+    let assert = s
+        .tune(&out, "3s")
+        .arg("--keep-going")
+        .env("FAKE_FAIL", "-fa 1")
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let sum = summary(&out);
+    let failed = sum["failed_runs"].as_array().unwrap();
+    assert!(!failed.is_empty(), "{sum:#}");
+    assert!(failed.iter().all(|f| f["arm"] == "fa-on"), "{sum:#}");
+    assert!(
+        failed[0]["reason"].as_str().unwrap().contains("exit"),
+        "{sum:#}"
+    );
+    let warning = "every run of `fa-on` failed";
+    assert!(
+        sum["warnings"][0].as_str().unwrap().contains(warning),
+        "{sum:#}"
+    );
+    assert!(read(&out.join("report.md")).contains(warning));
+    assert!(stderr.contains(warning), "{stderr}");
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
 }

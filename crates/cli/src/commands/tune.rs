@@ -84,9 +84,16 @@ Examples:
   capshim tune --command 'python3 gen.py' --check 'python3 gen.py --verify' --budget 10m
 ";
 
+/// `--keep-going` as tune takes it (the search goes on without a failed candidate's figures).
+const KEEP_GOING_HELP: &str = "Record a run whose tool fails (exits non-zero or is killed) as failed, with its \
+     reason, and go on with the search, instead of stopping at the first. A round with a failed \
+     run gives no figure for that candidate (none at all when the reference's run failed); the \
+     search still completes (exit code 0), and the report, summary.json and stderr name each \
+     failed run's candidate, round and reason in a warning.";
+
 /// Arguments of `capshim tune`.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, mut_arg("keep_going", |a| a.help(KEEP_GOING_HELP)))]
 pub struct TuneArgs {
     /// The GGUF model to tune for.
     #[arg(
@@ -428,6 +435,9 @@ pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
     }
     let (plan, experiment) = plan(args)?;
     experiment.finish(runner::run(&plan), |outcome| {
+        for warning in &outcome.warnings {
+            crate::term::warning(warning);
+        }
         match &outcome.winner {
             Some(winner) if outcome.recommended => crate::term::note(format!(
                 "winner {winner}: its settings are in {}",

@@ -11,7 +11,7 @@ use super::figure::{log_ratio, medians};
 use super::manifest::{Manifest, RECOMMENDATION, RoundRecord, SCHEMA_VERSION, VerifyRecord};
 use super::render;
 use super::search::{Config, Halving, Outcome, Stage};
-use super::summary::{CandidateSummary, Summary, VerifyResult};
+use super::summary::{CandidateSummary, FailedRun, Summary, VerifyResult};
 use crate::analysis::family::rounds_for_level;
 use crate::analysis::interval::MIN_ROUNDS;
 use crate::llama::{TestKey, read_bench_file};
@@ -232,12 +232,56 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
     Ok(halving)
 }
 
+/// One warning per arm with failed runs: how many of its runs failed, in which rounds and why
+/// (the first reason), and whether it has no result at all.
+fn failure_warnings(m: &Manifest, failed: &[FailedRun]) -> Vec<String> {
+    let mut arms: Vec<&str> = Vec::new();
+    for f in failed {
+        if !arms.contains(&f.arm.as_str()) {
+            arms.push(&f.arm);
+        }
+    }
+    arms.iter()
+        .map(|arm| {
+            let mine: Vec<&FailedRun> = failed.iter().filter(|f| f.arm == *arm).collect();
+            let ran = m
+                .stages
+                .iter()
+                .flat_map(|s| &s.rounds)
+                .flat_map(|r| &r.runs)
+                .filter(|r| r.arm == *arm)
+                .count();
+            let rounds: Vec<String> = mine.iter().map(|f| f.round.to_string()).collect();
+            let who = if *arm == m.reference {
+                format!("the reference `{arm}`")
+            } else {
+                format!("`{arm}`")
+            };
+            let what = if mine.len() == ran {
+                format!(
+                    "every run of {who} failed ({ran}): it has no result, and the search went on \
+                     without it"
+                )
+            } else {
+                format!(
+                    "{} of {ran} runs of {who} failed (rounds {}): those rounds give it no figure",
+                    mine.len(),
+                    rounds.join(", ")
+                )
+            };
+            format!("{what}; first reason: {}", mine[0].reason)
+        })
+        .collect()
+}
+
 /// The derived files, in the order they are written, and the summary.
 pub struct Derived {
     /// `(file, text)`.
     pub files: Vec<(&'static str, String)>,
     /// The winner's label.
     pub winner: Option<String>,
+    /// The warnings of `summary.json`, for the terminal.
+    pub warnings: Vec<String>,
     /// The result in words, for the terminal: `winner LABEL`, `no setting beats the reference
     /// here`, or too few rounds to tell.
     pub verdict: String,
@@ -271,6 +315,21 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     } else {
         winner(&qualifying, &labels, &verified)
     };
+    let failed_runs: Vec<FailedRun> = m
+        .stages
+        .iter()
+        .flat_map(|s| &s.rounds)
+        .flat_map(|r| {
+            r.runs.iter().filter_map(move |run| {
+                run.failed.as_ref().map(|reason| FailedRun {
+                    arm: run.arm.clone(),
+                    round: r.round,
+                    reason: reason.clone(),
+                })
+            })
+        })
+        .collect();
+    let warnings = failure_warnings(m, &failed_runs);
     let tested = outcome.ranking.iter().filter(|r| r.rounds > 0).count();
     let level = if tested == 0 {
         1.0
@@ -330,6 +389,8 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         verify_runs: verified,
         recommendation,
         left_out: m.left_out.clone(),
+        failed_runs,
+        warnings,
     };
     let summary_json = serde_json::to_string_pretty(&summary).expect("a summary serializes") + "\n";
     let mut files = vec![
@@ -341,6 +402,7 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     }
     Ok(Derived {
         files,
+        warnings: summary.warnings.clone(),
         verdict: render::headline(&summary),
         winner: summary.winner,
     })

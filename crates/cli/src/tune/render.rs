@@ -87,6 +87,9 @@ pub fn markdown(s: &Summary) -> String {
              wholly above the ±{band}% band and verified `equivalent`.\n\n"
         ),
     });
+    for w in &s.warnings {
+        out.push_str(&format!("**Warning:** {w}.\n\n"));
+    }
     out.push_str(if s.command.is_some() {
         "Speed is reference / candidate wall time of the command (higher is faster), paired by \
          round; the interval is the one the winner rule read.\n\n"

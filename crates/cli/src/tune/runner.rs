@@ -56,6 +56,8 @@ pub struct Outcome {
     pub recommended: bool,
     /// The result in words ([`super::render::headline`]).
     pub verdict: String,
+    /// The summary's warnings (failed runs).
+    pub warnings: Vec<String>,
 }
 
 impl Sealed for Outcome {
@@ -548,6 +550,7 @@ impl<'a> Search<'a> {
                 .any(|(n, _)| *n == super::manifest::RECOMMENDATION),
             winner: derived.winner,
             verdict: derived.verdict,
+            warnings: derived.warnings,
         })
     }
 }

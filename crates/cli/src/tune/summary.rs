@@ -17,6 +17,17 @@ pub struct VerifyResult {
     pub bundle: String,
 }
 
+/// A run recorded as failed (`--keep-going`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailedRun {
+    /// The arm's label (a candidate's, or the reference's).
+    pub arm: String,
+    /// The round, counted over the whole run.
+    pub round: u32,
+    /// Why it failed, as recorded.
+    pub reason: String,
+}
+
 /// One candidate in `summary.json`, in the order the search ranked them (later stages
 /// first, then by estimate).
 #[derive(Serialize)]
@@ -89,4 +100,8 @@ pub struct Summary {
     pub recommendation: Option<&'static str>,
     /// The knobs left out, each with why.
     pub left_out: Vec<String>,
+    /// Every run recorded as failed (`--keep-going`), in the order run.
+    pub failed_runs: Vec<FailedRun>,
+    /// What the reader must know: each arm with failed runs, and those with no result at all.
+    pub warnings: Vec<String>,
 }
