@@ -68,12 +68,14 @@ recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify
 passed on to the running tool; the bundle is left unsealed with an INCOMPLETE note.
 
 Exit codes:
-  0    the search completed, with a winner or with none
+  0    the search completed, with a winner or with none (also with --keep-going when runs
+       failed: warnings name them)
   1    error (llama-bench or verify failed, the shim did not activate, no knob applies here, bad
        input, bundle exists, a file changed during the runs, a --sign key that cannot sign here;
        a --check that fails only rejects its candidate)
-  2    bad command line (also: a --budget without a unit, a refused llama-bench option after `--`,
-       a bad --reference, --command with -m or llama-bench's options, --check without --command)
+  2    bad command line (also: a --budget without a unit or longer than 7 days, a refused
+       llama-bench option after `--`, a bad --reference, --command with -m or llama-bench's
+       options, --check without --command)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -138,7 +140,8 @@ pub struct TuneArgs {
     pub reference: Option<String>,
 
     /// The time the whole run may take, search and verify: a number with a unit, s, m or h
-    /// (90s, 4m, 1h, 1h30m). The run ends within it plus one round (and the first verify).
+    /// (90s, 4m, 1h, 1h30m), each unit once, at most 7 days (168h). The run ends within it plus
+    /// one round (and the first verify).
     #[arg(long = "budget", default_value = "15m", value_name = "DURATION", value_parser = parse_budget)]
     pub budget: Duration,
 
