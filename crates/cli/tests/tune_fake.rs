@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{assert_report_refuses, capshim, fake_model, inert_shim, read};
+use predicates::prelude::PredicateBooleanExt;
 
 /// The stand-ins, in `dir/bin`:
 ///
@@ -408,7 +409,22 @@ fn ctrl_c_leaves_an_incomplete_bundle_and_exits_130() {
     let note = read(&out.join("INCOMPLETE"));
     assert!(note.contains("capshim tune"), "{note}");
     assert!(!out.join("SHA256SUMS").exists());
-    capshim().arg("report").arg(&out).assert().code(3);
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains(
+            "the capshim run that wrote it did not finish",
+        ));
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "an unfinished `capshim tune` bundle: --partial shows a bench's completed rounds",
+        ));
 }
 
 #[test]
@@ -432,7 +448,45 @@ fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
         .args(["tune", "--command", "true", "-m", "x.gguf"])
         .assert()
         .code(2);
+    // A budget in a unit it does not take, a unit twice, or past 7 days.
+    for (budget, message) in [
+        ("1ms", "\"ms\" is not a unit --budget takes"),
+        ("5m5m", "the unit m is given twice"),
+        ("1000000000000000h", "more than the longest budget, 7 days"),
+    ] {
+        s.tune(&out, budget)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(message));
+    }
+    // A --reference that cannot resolve is a usage error in tune's words (no --profile).
+    s.tune_from(&out, "1m", "native")
+        .env_remove("CAPSHIM_CPU_BRAND")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot use --reference native"))
+        .stderr(predicates::str::contains("--profile").not());
     assert!(!out.exists(), "no bundle for a refused command line");
+    // A failing --command is named as the thing to fix, not llama-bench's options.
+    capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "tune",
+            "--command",
+            "exit 1",
+            "--allow-inactive",
+            "--reference",
+            "stock",
+        ])
+        .arg("--dylib")
+        .arg(&s.shim)
+        .args(["--budget", "5s", "-o", "failing-command"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "(the command, and the variables and command-args of its candidate)",
+        ))
+        .stderr(predicates::str::contains("llama-bench options").not());
     capshim()
         .args(["tune", "--list-knobs"])
         .assert()

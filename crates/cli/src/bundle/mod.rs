@@ -66,7 +66,7 @@ pub enum BundleError {
     },
     /// The bundle was never sealed: the run that wrote it did not finish.
     #[error(
-        "{path} has no {SUMS_FILE}: the capshim run that wrote it (bench or verify) did not finish{}; \
+        "{path} has no {SUMS_FILE}: the capshim run that wrote it did not finish{}; \
          do not trust its figures: run it again",
         if *has_note { format!(" (its {INCOMPLETE_FILE} note says which runs finished and why it stopped)") } else { String::new() }
     )]

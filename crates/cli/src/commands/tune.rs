@@ -194,6 +194,19 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// A `--reference` that cannot be resolved, as a usage error (exit 2), in tune's words: the
+/// profile lookup's messages name `run`'s options, which tune spells as `--reference` items.
+fn reference_error(e: &dyn std::fmt::Display) -> anyhow::Error {
+    let text = e
+        .to_string()
+        .replace("--profile ", "--reference ")
+        .replace("--family-max ", "family-max=")
+        .replace("--threadgroup-memory ", "threadgroup-memory=")
+        .replace("--working-set ", "working-set=")
+        .replace("--profile-file ", "file=");
+    usage(format!("--reference: {text}"))
+}
+
 /// The reference arm from `--reference`, or the default arm.
 fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
     let Some(text) = &args.reference else {
@@ -208,14 +221,15 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
     if text == STOCK {
         return Reference::new(Arm::stock(), STOCK.to_string()).map_err(usage);
     }
-    let spec: Spec = crate::arms::spec::parse(text).map_err(|e| usage(e.to_string()))?;
+    let spec: Spec = crate::arms::spec::parse(text).map_err(|e| reference_error(&e))?;
     let items = match text.split_once('=') {
         Some((label, items)) if label == spec.label => items.to_string(),
         _ => text.clone(),
     };
     let arm = args
         .shim
-        .resolve(std::slice::from_ref(text), false, &[])?
+        .resolve(std::slice::from_ref(text), false, &[])
+        .map_err(|e| reference_error(&e))?
         .pop()
         .expect("the reference arm");
     Reference::new(arm, items).map_err(usage)

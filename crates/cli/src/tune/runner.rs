@@ -46,6 +46,14 @@ pub const WORDS: Words = Words {
     prefix: "capshim-tune",
 };
 
+/// How `tune --command` speaks of itself.
+const COMMAND_WORDS: Words = Words {
+    running: "the command or its --check",
+    tool_option: "--command",
+    fix: "the command, and the variables and command-args of its candidate",
+    ..WORDS
+};
+
 /// The result of a tune run.
 pub struct Outcome {
     /// The bundle and its reports.
@@ -84,7 +92,11 @@ impl Experiment for Tune<'_> {
     type Sealed = Outcome;
 
     fn words(&self) -> Words {
-        WORDS
+        if self.plan.command.is_some() {
+            COMMAND_WORDS
+        } else {
+            WORDS
+        }
     }
 
     fn derived(&self) -> &'static [&'static str] {
@@ -278,10 +290,11 @@ impl<'a> Search<'a> {
                     break;
                 }
                 let shown = format!(
-                    "stage {}, round {r}/{}: {} candidates, {} left",
+                    "stage {}, round {r}/{}: {} candidate{}, {} left",
                     stage.number,
                     stage.rounds,
                     stage.alive.len(),
+                    if stage.alive.len() == 1 { "" } else { "s" },
                     clock(self.left())
                 );
                 bar.set_message(shown.clone());
