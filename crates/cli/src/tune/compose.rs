@@ -34,7 +34,18 @@ pub struct Base {
     /// The reference's own tool arguments (its items).
     pub args: ToolArgs,
     /// A profile file's path, with its `[env]` and `[args]` as the reference resolved them.
-    pub file: Option<(String, Vec<(String, String)>, ToolArgs)>,
+    pub file: Option<FileSettings>,
+}
+
+/// A reference's profile file and its own settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileSettings {
+    /// The path as the reference gave it.
+    pub path: String,
+    /// Its `[env]` (those the reference's items do not set again).
+    pub env: Vec<(String, String)>,
+    /// Its `[args]`.
+    pub args: ToolArgs,
 }
 
 impl Base {
@@ -78,7 +89,11 @@ impl Base {
                 );
                 all.truncate(all.len().saturating_sub(mine.len()));
             }
-            base.file = Some((file.display().to_string(), env, args));
+            base.file = Some(FileSettings {
+                path: file.display().to_string(),
+                env,
+                args,
+            });
         }
         Ok(base)
     }
@@ -117,12 +132,19 @@ impl Base {
             // The profile replaced: a profile file's own settings become the arm's items.
             (Some(name), file) => {
                 out_profile = vec![name.clone()];
-                if let Some((_, file_env, file_args)) = file {
-                    out_env.extend(file_env.iter().cloned());
-                    out_args.extend(file_args);
+                if let Some(file) = file {
+                    out_env.extend(file.env.iter().cloned());
+                    out_args.extend(&file.args);
                 }
             }
-            (None, Some((path, _, file_args))) => {
+            (
+                None,
+                Some(FileSettings {
+                    path,
+                    args: file_args,
+                    ..
+                }),
+            ) => {
                 for (key, tool) in TOOLS {
                     let mine = args.slot(tool).expect("a tool").clone();
                     let theirs = get(file_args, tool);
@@ -267,13 +289,14 @@ mod tests {
     #[test]
     fn a_profile_file_s_arguments_are_kept_or_named_as_the_reason() {
         let mut base = Base::new("file=slow.toml", None).unwrap();
-        let mut args = ToolArgs::default();
-        args.bench = items(&["-fa", "0"]);
-        base.file = Some((
-            "slow.toml".into(),
-            vec![("GGML_F".into(), "1".into())],
-            args,
-        ));
+        base.file = Some(FileSettings {
+            path: "slow.toml".into(),
+            env: vec![("GGML_F".into(), "1".into())],
+            args: ToolArgs {
+                bench: items(&["-fa", "0"]),
+                ..ToolArgs::default()
+            },
+        });
         let err = base
             .arm_spec("fa-on", &items(&["bench-args=-fa 1"]))
             .unwrap_err();
