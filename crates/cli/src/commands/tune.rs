@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::UsageError;
 use super::experiment::{ExperimentArgs, LlamaBenchArgs, ShimArgs, existing_file};
-use crate::analysis::interval::{MIN_ROUNDS, NOISE};
+use crate::analysis::interval::NOISE;
 use crate::arms::{Arm, STOCK, Spec};
 use crate::bench::plan::{Plan as BenchPlan, check_arm_args, check_extra_args};
 use crate::bundle::workload::{Measure, Workload as Workload_};
@@ -36,8 +36,8 @@ combinations join the search.
 How: successive halving in rounds. Each round runs the reference and every candidate still in the
 race once each, as fresh llama-bench processes, in an order drawn at random for that round; a
 candidate's figure in a round is the log of its throughput over the reference's in the same round
-(the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of at
-least 6 rounds; the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
+(the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of the
+rounds an interval needs at the winner's level (9 for 7 to 12 candidates); the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
 A winner must beat the reference by an interval wholly above the +2% band, at the level
 1 - 0.05/m for m candidates, which needs 9 rounds for 7 to 12 candidates (2/2^n <= 0.05/m);
 otherwise the result is `no setting beats the reference here`, or `too few rounds to tell` when no
@@ -342,6 +342,10 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
              tune; docs/tune.md lists the knobs and where each exists"
         );
     }
+    let config = Config {
+        band: NOISE,
+        ..Config::for_candidates(candidates.len())
+    };
     let mut arms = vec![reference.arm.clone()];
     arms.extend(candidates.iter().map(|(_, arm)| arm.clone()));
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
@@ -417,10 +421,7 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             candidates: candidates.into_iter().map(|(c, _)| c).collect(),
             left_out,
             budget: args.budget,
-            config: Config {
-                first_rounds: MIN_ROUNDS,
-                band: NOISE,
-            },
+            config,
             arm_options: ArmOptions {
                 cpu_brand: args.shim.cpu_brand,
                 allow_beyond_hardware: args.shim.allow_beyond_hardware,
