@@ -9,12 +9,14 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{assert_report_refuses, capshim, fake_model, inert_shim, read};
+use predicates::prelude::PredicateBooleanExt;
 
 /// The stand-ins, in `dir/bin`:
 ///
 /// - llama-bench: `-o json` results for `-p` and `-n` with `-r` samples each, about 1000 and 100
 ///   tokens/s with a noise of ±1% drawn from its pid; `FAKE_FAST=WORDS` makes the runs whose
-///   arguments contain WORDS (e.g. `-fa 1`) 25% faster.
+///   arguments contain WORDS (e.g. `-fa 1`) 25% faster; `FAKE_SLEEP=SECONDS` makes each run
+///   take that long; `FAKE_FAIL=WORDS` makes the runs whose arguments contain WORDS fail.
 /// - llama-perplexity: writes a small base, or prints a comparison whose mean KLD is
 ///   `FAKE_KLD` (0 by default) in runs whose arguments contain `FAKE_KLD_ARGS`.
 /// - llama-completion: a fixed text and llama.cpp's closing lines.
@@ -36,6 +38,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$fmt" = json ] || { echo "fake llama-bench: expected -o json" >&2; exit 1; }
+[ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
+case "$all" in *" $FAKE_FAIL "*) [ -n "$FAKE_FAIL" ] && { echo "fake llama-bench: planted failure" >&2; exit 1; } ;; esac
 speed=1000
 case "$all" in *" $FAKE_FAST "*) [ -n "$FAKE_FAST" ] && speed=1250 ;; esac
 noise=$(( ($$ * 7919) % 21 - 10 ))
@@ -139,6 +143,11 @@ fn setup() -> Setup {
 impl Setup {
     /// `capshim tune` with the stand-ins, a budget of `budget`, into `out`.
     fn tune(&self, out: &Path, budget: &str) -> assert_cmd::Command {
+        self.tune_from(out, budget, "apple9-64k")
+    }
+
+    /// `capshim tune` as [`Setup::tune`], against the reference `reference`.
+    fn tune_from(&self, out: &Path, budget: &str, reference: &str) -> assert_cmd::Command {
         let mut cmd = capshim();
         cmd.current_dir(self.tmp.path())
             .arg("tune")
@@ -151,7 +160,7 @@ impl Setup {
             .args([
                 "--allow-inactive",
                 "--reference",
-                "apple9-64k",
+                reference,
                 "--budget",
                 budget,
             ])
@@ -266,8 +275,60 @@ fn equal_settings_give_no_winner_and_exit_0_and_a_relabelled_bundle_is_refused()
         "every candidate runs a first stage of 6 rounds: {sum:#}"
     );
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
-    // Relabelled as another layout, or another kind, it is refused (exit code 3).
+    // An edited manifest value the replay uses is refused naming it (exit code 3), never a
+    // panic, by report and by report --as-written.
     let env_path = out.join("environment.json");
+    let original = read(&env_path);
+    let edits: [(&str, serde_json::Value, &str); 6] = [
+        ("/tune/first_rounds", 2.into(), "tune.first_rounds is 2"),
+        ("/tune/first_rounds", 0.into(), "tune.first_rounds is 0"),
+        (
+            "/tune/first_rounds",
+            1_000_000.into(),
+            "tune.first_rounds is 1000000",
+        ),
+        (
+            "/tune/search_seconds",
+            (-5.0).into(),
+            "tune.search_seconds is -5",
+        ),
+        (
+            "/tune/stages/0/rounds_planned",
+            0.into(),
+            "tune.stages[0].rounds_planned is 0",
+        ),
+        (
+            "/tune/stages/0/number",
+            2.into(),
+            "tune.stages[0].number is 2",
+        ),
+    ];
+    for (pointer, value, message) in edits {
+        let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+        *env.pointer_mut(pointer).unwrap() = value;
+        std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+        reseal(&out);
+        assert_report_refuses(&out, message);
+        capshim()
+            .args(["report", "--as-written"])
+            .arg(&out)
+            .assert()
+            .code(3);
+    }
+    // A round given twice (in a stage that planned one more).
+    let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let planned = env.pointer_mut("/tune/stages/0/rounds_planned").unwrap();
+    *planned = (planned.as_u64().unwrap() + 1).into();
+    let rounds = env.pointer_mut("/tune/stages/0/rounds").unwrap();
+    let first = rounds[0].clone();
+    rounds.as_array_mut().unwrap().push(first);
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    reseal(&out);
+    assert_report_refuses(&out, "a round given twice");
+    std::fs::write(&env_path, &original).unwrap();
+    reseal(&out);
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // Relabelled as another layout, or another kind, it is refused (exit code 3).
     let env = read(&env_path);
     std::fs::write(
         &env_path,
@@ -348,7 +409,22 @@ fn ctrl_c_leaves_an_incomplete_bundle_and_exits_130() {
     let note = read(&out.join("INCOMPLETE"));
     assert!(note.contains("capshim tune"), "{note}");
     assert!(!out.join("SHA256SUMS").exists());
-    capshim().arg("report").arg(&out).assert().code(3);
+    capshim()
+        .arg("report")
+        .arg(&out)
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains(
+            "the capshim run that wrote it did not finish",
+        ));
+    capshim()
+        .args(["report", "--partial"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "an unfinished `capshim tune` bundle: --partial shows a bench's completed rounds",
+        ));
 }
 
 #[test]
@@ -375,7 +451,45 @@ fn a_budget_without_a_unit_and_a_refused_llama_bench_option_are_usage_errors() {
         .args(["tune", "--command", "true", "-m", "x.gguf"])
         .assert()
         .code(2);
+    // A budget in a unit it does not take, a unit twice, or past 7 days.
+    for (budget, message) in [
+        ("1ms", "\"ms\" is not a unit --budget takes"),
+        ("5m5m", "the unit m is given twice"),
+        ("1000000000000000h", "more than the longest budget, 7 days"),
+    ] {
+        s.tune(&out, budget)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(message));
+    }
+    // A --reference that cannot resolve is a usage error in tune's words (no --profile).
+    s.tune_from(&out, "1m", "native")
+        .env_remove("CAPSHIM_CPU_BRAND")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot use --reference native"))
+        .stderr(predicates::str::contains("--profile").not());
     assert!(!out.exists(), "no bundle for a refused command line");
+    // A failing --command is named as the thing to fix, not llama-bench's options.
+    capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "tune",
+            "--command",
+            "exit 1",
+            "--allow-inactive",
+            "--reference",
+            "stock",
+        ])
+        .arg("--dylib")
+        .arg(&s.shim)
+        .args(["--budget", "5s", "-o", "failing-command"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "(the command, and the variables and command-args of its candidate)",
+        ))
+        .stderr(predicates::str::contains("llama-bench options").not());
     capshim()
         .args(["tune", "--list-knobs"])
         .assert()
@@ -432,5 +546,101 @@ fn a_command_is_tuned_by_its_wall_time_and_check_stands_in_for_verify() {
     let sum = summary(&out);
     assert_eq!(sum["winner"], serde_json::Value::Null, "{sum:#}");
     assert_eq!(sum["verify"]["verdict"], "failed");
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn candidates_keep_the_reference_s_own_settings_and_change_one_thing() {
+    let s = setup();
+    let out = s.tmp.path().join("from-ref");
+    s.tune_from(&out, "2s", "ref=stock,GGML_X=1,bench-args=-fa 0")
+        .assert()
+        .success();
+    let env = read(&out.join("environment.json"));
+    // The profile knob replaces the profile only; an option replaces the reference's value.
+    for arm in [
+        "apple9-64k=apple9-64k,GGML_X=1,bench-args=-fa 0",
+        "fa-on=stock,GGML_X=1,bench-args=-fa 1,common-args=-fa on",
+        "ub-256=stock,GGML_X=1,bench-args=-fa 0 -ub 256,common-args=-ub 256",
+    ] {
+        assert!(env.contains(&format!("\"{arm}\"")), "no arm {arm}: {env}");
+    }
+    assert!(!env.contains("given twice"), "{env}");
+    // A profile file's [args] cannot be replaced by an arm's items: the knob is left out,
+    // saying so; the profile knob keeps the file's arguments.
+    std::fs::write(
+        s.tmp.path().join("slow.toml"),
+        "name = \"slow\"\napple_family_max = 1007\nmax_threadgroup_memory = 32768\n\n[args]\nbench = [\"-fa\", \"0\"]\n",
+    )
+    .unwrap();
+    let out = s.tmp.path().join("from-file");
+    s.tune_from(&out, "2s", "ref=file=slow.toml")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "slow.toml gives -fa in its [args]",
+        ));
+    let env = read(&out.join("environment.json"));
+    assert!(
+        env.contains("\"apple9-64k=apple9-64k,bench-args=-fa 0\""),
+        "{env}"
+    );
+}
+
+#[test]
+fn a_budget_for_first_stages_only_is_too_few_rounds_to_tell_not_no_winner() {
+    let s = setup();
+    let out = s.tmp.path().join("short");
+    // At 0.1 s a process, 1 s pays for less than the first stage.
+    let assert = s
+        .tune(&out, "1s")
+        .env("FAKE_SLEEP", "0.1")
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let sum = summary(&out);
+    let needed = sum["rounds_needed"].as_u64().unwrap();
+    // The fake tools' knobs on Linux: 9 candidates, so 99.44%, which needs 9 rounds.
+    assert!(needed > 6, "{sum:#}");
+    assert_eq!(sum["too_few_rounds"], true, "{sum:#}");
+    assert_eq!(sum["winner"], serde_json::Value::Null);
+    let text = format!("too few rounds to tell ({needed} needed at the ");
+    assert!(stdout.contains(&text), "{stdout}");
+    assert!(!stdout.contains("No setting beats"), "{stdout}");
+    assert!(stderr.contains(&text), "{stderr}");
+    assert!(
+        stdout.contains(&format!("({needed} rounds needed at ")),
+        "{stdout}"
+    );
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+}
+
+#[test]
+fn a_candidate_whose_every_run_fails_is_named_in_a_warning_with_keep_going() {
+    let s = setup();
+    let out = s.tmp.path().join("failing");
+    let assert = s
+        .tune(&out, "3s")
+        .arg("--keep-going")
+        .env("FAKE_FAIL", "-fa 1")
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let sum = summary(&out);
+    let failed = sum["failed_runs"].as_array().unwrap();
+    assert!(!failed.is_empty(), "{sum:#}");
+    assert!(failed.iter().all(|f| f["arm"] == "fa-on"), "{sum:#}");
+    assert!(
+        failed[0]["reason"].as_str().unwrap().contains("exit"),
+        "{sum:#}"
+    );
+    let warning = "every run of `fa-on` failed";
+    assert!(
+        sum["warnings"][0].as_str().unwrap().contains(warning),
+        "{sum:#}"
+    );
+    assert!(read(&out.join("report.md")).contains(warning));
+    assert!(stderr.contains(warning), "{stderr}");
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
 }

@@ -66,7 +66,7 @@ pub enum BundleError {
     },
     /// The bundle was never sealed: the run that wrote it did not finish.
     #[error(
-        "{path} has no {SUMS_FILE}: the capshim run that wrote it (bench or verify) did not finish{}; \
+        "{path} has no {SUMS_FILE}: the capshim run that wrote it did not finish{}; \
          do not trust its figures: run it again",
         if *has_note { format!(" (its {INCOMPLETE_FILE} note says which runs finished and why it stopped)") } else { String::new() }
     )]
@@ -102,6 +102,19 @@ pub enum BundleError {
         /// The bundle.
         path: PathBuf,
         /// What is wrong with the file.
+        why: String,
+    },
+    /// A manifest value the derivation uses is out of range or inconsistent, although the file
+    /// matches its checksum: the run that sealed the bundle wrote none such, so it was edited.
+    #[error(
+        "{}: {why}, although it matches {SUMS_FILE}; the run that sealed the bundle wrote no \
+         such value, so it was edited and {SUMS_FILE} regenerated: do not trust its figures",
+        file.display()
+    )]
+    BadManifest {
+        /// The file that holds the manifest (`environment.json`).
+        file: PathBuf,
+        /// The field and what is wrong with its value.
         why: String,
     },
     /// The bundle's layout is one this capshim does not derive again (an unknown kind or
@@ -168,6 +181,7 @@ impl BundleError {
             | BundleError::Mismatch { .. }
             | BundleError::BadRaw { .. }
             | BundleError::Disagrees { .. }
+            | BundleError::BadManifest { .. }
             | BundleError::Underivable { .. } => true,
             BundleError::Signature(e) => e.untrusted(),
             _ => false,

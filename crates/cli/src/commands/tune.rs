@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::UsageError;
 use super::experiment::{ExperimentArgs, LlamaBenchArgs, ShimArgs, existing_file};
-use crate::analysis::interval::{MIN_ROUNDS, NOISE};
+use crate::analysis::interval::NOISE;
 use crate::arms::{Arm, STOCK, Spec};
 use crate::bench::plan::{Plan as BenchPlan, check_arm_args, check_extra_args};
 use crate::bundle::workload::{Measure, Workload as Workload_};
@@ -36,10 +36,12 @@ combinations join the search.
 How: successive halving in rounds. Each round runs the reference and every candidate still in the
 race once each, as fresh llama-bench processes, in an order drawn at random for that round; a
 candidate's figure in a round is the log of its throughput over the reference's in the same round
-(the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of at
-least 6 rounds; the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
-A winner must beat the reference by an interval wholly above the +2% band; otherwise the result is
-`no setting beats the reference here`.
+(the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of the
+rounds an interval needs at the winner's level (9 for 7 to 12 candidates); the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
+A winner must beat the reference by an interval wholly above the +2% band, at the level
+1 - 0.05/m for m candidates, which needs 9 rounds for 7 to 12 candidates (2/2^n <= 0.05/m);
+otherwise the result is `no setting beats the reference here`, or `too few rounds to tell` when no
+candidate that stayed to the end ran that many rounds (a larger --budget is the fix).
 
 Budget: the search spends 80% of --budget; the processes left are estimated from the seconds per
 process so far, and a stage is cut short when its time is up, so the search ends at most one round
@@ -66,12 +68,14 @@ recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify
 passed on to the running tool; the bundle is left unsealed with an INCOMPLETE note.
 
 Exit codes:
-  0    the search completed, with a winner or with none
+  0    the search completed, with a winner or with none (also with --keep-going when runs
+       failed: warnings name them)
   1    error (llama-bench or verify failed, the shim did not activate, no knob applies here, bad
        input, bundle exists, a file changed during the runs, a --sign key that cannot sign here;
        a --check that fails only rejects its candidate)
-  2    bad command line (also: a --budget without a unit, a refused llama-bench option after `--`,
-       a bad --reference, --command with -m or llama-bench's options, --check without --command)
+  2    bad command line (also: a --budget without a unit or longer than 7 days, a refused
+       llama-bench option after `--`, a bad --reference, --command with -m or llama-bench's
+       options, --check without --command)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)
 
 Examples:
@@ -82,9 +86,16 @@ Examples:
   capshim tune --command 'python3 gen.py' --check 'python3 gen.py --verify' --budget 10m
 ";
 
+/// `--keep-going` as tune takes it (the search goes on without a failed candidate's figures).
+const KEEP_GOING_HELP: &str = "Record a run whose tool fails (exits non-zero or is killed) as failed, with its \
+     reason, and go on with the search, instead of stopping at the first. A round with a failed \
+     run gives no figure for that candidate (none at all when the reference's run failed); the \
+     search still completes (exit code 0), and the report, summary.json and stderr name each \
+     failed run's candidate, round and reason in a warning.";
+
 /// Arguments of `capshim tune`.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, mut_arg("keep_going", |a| a.help(KEEP_GOING_HELP)))]
 pub struct TuneArgs {
     /// The GGUF model to tune for.
     #[arg(
@@ -129,7 +140,8 @@ pub struct TuneArgs {
     pub reference: Option<String>,
 
     /// The time the whole run may take, search and verify: a number with a unit, s, m or h
-    /// (90s, 4m, 1h, 1h30m). The run ends within it plus one round (and the first verify).
+    /// (90s, 4m, 1h, 1h30m), each unit once, at most 7 days (168h). The run ends within it plus
+    /// one round (and the first verify).
     #[arg(long = "budget", default_value = "15m", value_name = "DURATION", value_parser = parse_budget)]
     pub budget: Duration,
 
@@ -182,6 +194,19 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// A `--reference` that cannot be resolved, as a usage error (exit 2), in tune's words: the
+/// profile lookup's messages name `run`'s options, which tune spells as `--reference` items.
+fn reference_error(e: &dyn std::fmt::Display) -> anyhow::Error {
+    let text = e
+        .to_string()
+        .replace("--profile ", "--reference ")
+        .replace("--family-max ", "family-max=")
+        .replace("--threadgroup-memory ", "threadgroup-memory=")
+        .replace("--working-set ", "working-set=")
+        .replace("--profile-file ", "file=");
+    usage(format!("--reference: {text}"))
+}
+
 /// The reference arm from `--reference`, or the default arm.
 fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
     let Some(text) = &args.reference else {
@@ -191,25 +216,23 @@ fn reference(args: &TuneArgs) -> anyhow::Result<Reference> {
             .pop()
             .expect("the default arm");
         let items = arm.profile_name.clone();
-        return Ok(Reference { arm, items });
+        return Reference::new(arm, items).map_err(usage);
     };
     if text == STOCK {
-        return Ok(Reference {
-            arm: Arm::stock(),
-            items: STOCK.to_string(),
-        });
+        return Reference::new(Arm::stock(), STOCK.to_string()).map_err(usage);
     }
-    let spec: Spec = crate::arms::spec::parse(text).map_err(|e| usage(e.to_string()))?;
+    let spec: Spec = crate::arms::spec::parse(text).map_err(|e| reference_error(&e))?;
     let items = match text.split_once('=') {
         Some((label, items)) if label == spec.label => items.to_string(),
         _ => text.clone(),
     };
     let arm = args
         .shim
-        .resolve(std::slice::from_ref(text), false, &[])?
+        .resolve(std::slice::from_ref(text), false, &[])
+        .map_err(|e| reference_error(&e))?
         .pop()
         .expect("the reference arm");
-    Ok(Reference { arm, items })
+    Reference::new(arm, items).map_err(usage)
 }
 
 /// A candidate and the arm it runs as.
@@ -270,11 +293,15 @@ fn candidates(
             ));
             continue;
         }
-        let spec = c.arm_spec(&reference.items);
-        match options
-            .resolve(&spec)
-            .and_then(|arm| check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm))
-        {
+        let arm = c.arm_spec(&reference.base).and_then(|spec| {
+            options
+                .resolve(&spec)
+                .and_then(|arm| {
+                    check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm)
+                })
+                .map_err(|e| e.to_string())
+        });
+        match arm {
             Ok(arm) => out.push((c, arm)),
             Err(e) => left_out.push(format!("{}: {e}", c.label)),
         }
@@ -315,6 +342,10 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
              tune; docs/tune.md lists the knobs and where each exists"
         );
     }
+    let config = Config {
+        band: NOISE,
+        ..Config::for_candidates(candidates.len())
+    };
     let mut arms = vec![reference.arm.clone()];
     arms.extend(candidates.iter().map(|(_, arm)| arm.clone()));
     let needs_shim = arms.iter().any(|a| a.profile.is_some());
@@ -390,10 +421,7 @@ fn plan(args: TuneArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
             candidates: candidates.into_iter().map(|(c, _)| c).collect(),
             left_out,
             budget: args.budget,
-            config: Config {
-                first_rounds: MIN_ROUNDS,
-                band: NOISE,
-            },
+            config,
             arm_options: ArmOptions {
                 cpu_brand: args.shim.cpu_brand,
                 allow_beyond_hardware: args.shim.allow_beyond_hardware,
@@ -425,13 +453,15 @@ pub fn execute(args: TuneArgs) -> anyhow::Result<ExitCode> {
     }
     let (plan, experiment) = plan(args)?;
     experiment.finish(runner::run(&plan), |outcome| {
+        for warning in &outcome.warnings {
+            crate::term::warning(warning);
+        }
         match &outcome.winner {
             Some(winner) if outcome.recommended => crate::term::note(format!(
                 "winner {winner}: its settings are in {}",
                 outcome.bundle.dir.join(RECOMMENDATION).display()
             )),
-            Some(winner) => crate::term::note(format!("winner {winner}")),
-            None => crate::term::note("no setting beats the reference here"),
+            _ => crate::term::note(&outcome.verdict),
         }
         ExitCode::SUCCESS
     })

@@ -33,7 +33,7 @@ fn search(
     combinations: bool,
 ) -> (Outcome, Vec<f64>, usize) {
     let mut truths = singles.to_vec();
-    let mut halving = Halving::new(truths.len(), Config::default());
+    let mut halving = Halving::new(truths.len(), Config::for_candidates(truths.len()));
     let per_process = SD_LOG / 2f64.sqrt();
     let mut used = 0;
     loop {

@@ -34,9 +34,15 @@ pub fn check(dir: &Path) -> Result<(String, String), BundleError> {
             crate::verify::check::check(&sub, crate::verify::manifest::SCHEMA_VERSION)?;
         }
     }
-    let derived = derive::derive(dir, &manifest).map_err(|e: DeriveError| BundleError::BadRaw {
-        path: dir.to_path_buf(),
-        why: e.to_string(),
+    let derived = derive::derive(dir, &manifest).map_err(|e: DeriveError| match e {
+        DeriveError::Manifest(why) => BundleError::BadManifest {
+            file: dir.join("environment.json"),
+            why,
+        },
+        DeriveError::NoResult { .. } => BundleError::BadRaw {
+            path: dir.to_path_buf(),
+            why: e.to_string(),
+        },
     })?;
     schema::compare_derived(dir, "tune", &derived.files)?;
     if derived.files.iter().all(|(n, _)| *n != RECOMMENDATION) && dir.join(RECOMMENDATION).exists()

@@ -11,7 +11,9 @@ use super::figure::{log_ratio, medians};
 use super::manifest::{Manifest, RECOMMENDATION, RoundRecord, SCHEMA_VERSION, VerifyRecord};
 use super::render;
 use super::search::{Config, Halving, Outcome, Stage};
-use super::summary::{CandidateSummary, Summary, VerifyResult};
+use super::summary::{CandidateSummary, FailedRun, Summary, VerifyResult};
+use crate::analysis::family::rounds_for_level;
+use crate::analysis::interval::MIN_ROUNDS;
 use crate::llama::{TestKey, read_bench_file};
 
 /// Why the derived files cannot be made.
@@ -25,8 +27,9 @@ pub enum DeriveError {
         /// Why.
         why: String,
     },
-    /// The manifest does not describe a search this capshim replays.
-    #[error("the manifest {0}")]
+    /// The manifest (`environment.json`'s `tune`) does not describe a search this capshim
+    /// replays.
+    #[error("environment.json: {0}")]
     Manifest(String),
 }
 
@@ -146,7 +149,7 @@ pub fn round_figures(
     for (arm, meds) in got.iter().filter(|(arm, _)| *arm != reference) {
         let Some(c) = labels.iter().position(|l| l == arm) else {
             return Err(DeriveError::Manifest(format!(
-                "names an arm {arm:?} in round {} that is no candidate",
+                "tune.stages: round {} names an arm {arm:?} that is no candidate",
                 round.round
             )));
         };
@@ -172,7 +175,14 @@ fn figures(dir: &Path, m: &Manifest) -> Result<Figures, DeriveError> {
 }
 
 /// The search replayed from the manifest's stages and the rounds' figures.
+///
+/// # Errors
+/// [`DeriveError::Manifest`] for a value the replay cannot take ([`Manifest::bad_value`]), a
+/// candidate run before it was added or candidates that do not add up; [`DeriveError::NoResult`].
 pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
+    if let Some(bad) = m.bad_value() {
+        return Err(DeriveError::Manifest(bad));
+    }
     let figures = figures(dir, m)?;
     let mut halving = Halving::new(
         m.initial(),
@@ -189,7 +199,7 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
         }
         if let Some(bad) = stage.alive.iter().find(|&&c| c >= known) {
             return Err(DeriveError::Manifest(format!(
-                "runs candidate {bad} in stage {} before it was added",
+                "tune.stages: candidate {bad} runs in stage {} before it was added",
                 stage.number
             )));
         }
@@ -215,11 +225,53 @@ pub fn replay(dir: &Path, m: &Manifest) -> Result<Halving, DeriveError> {
     }
     if known != m.candidates.len() {
         return Err(DeriveError::Manifest(format!(
-            "lists {} candidates, but its stages add up to {known}",
+            "tune.candidates lists {} candidates, but the stages add up to {known}",
             m.candidates.len()
         )));
     }
     Ok(halving)
+}
+
+/// One warning per arm with failed runs: how many of its runs failed, in which rounds and why
+/// (the first reason), and whether it has no result at all.
+fn failure_warnings(m: &Manifest, failed: &[FailedRun]) -> Vec<String> {
+    let mut arms: Vec<&str> = Vec::new();
+    for f in failed {
+        if !arms.contains(&f.arm.as_str()) {
+            arms.push(&f.arm);
+        }
+    }
+    arms.iter()
+        .map(|arm| {
+            let mine: Vec<&FailedRun> = failed.iter().filter(|f| f.arm == *arm).collect();
+            let ran = m
+                .stages
+                .iter()
+                .flat_map(|s| &s.rounds)
+                .flat_map(|r| &r.runs)
+                .filter(|r| r.arm == *arm)
+                .count();
+            let rounds: Vec<String> = mine.iter().map(|f| f.round.to_string()).collect();
+            let who = if *arm == m.reference {
+                format!("the reference `{arm}`")
+            } else {
+                format!("`{arm}`")
+            };
+            let what = if mine.len() == ran {
+                format!(
+                    "every run of {who} failed ({ran}): it has no result, and the search went on \
+                     without it"
+                )
+            } else {
+                format!(
+                    "{} of {ran} runs of {who} failed (rounds {}): those rounds give it no figure",
+                    mine.len(),
+                    rounds.join(", ")
+                )
+            };
+            format!("{what}; first reason: {}", mine[0].reason)
+        })
+        .collect()
 }
 
 /// The derived files, in the order they are written, and the summary.
@@ -228,6 +280,11 @@ pub struct Derived {
     pub files: Vec<(&'static str, String)>,
     /// The winner's label.
     pub winner: Option<String>,
+    /// The warnings of `summary.json`, for the terminal.
+    pub warnings: Vec<String>,
+    /// The result in words, for the terminal: `winner LABEL`, `no setting beats the reference
+    /// here`, or too few rounds to tell.
+    pub verdict: String,
 }
 
 impl Derived {
@@ -258,6 +315,37 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     } else {
         winner(&qualifying, &labels, &verified)
     };
+    let failed_runs: Vec<FailedRun> = m
+        .stages
+        .iter()
+        .flat_map(|s| &s.rounds)
+        .flat_map(|r| {
+            r.runs.iter().filter_map(move |run| {
+                run.failed.as_ref().map(|reason| FailedRun {
+                    arm: run.arm.clone(),
+                    round: r.round,
+                    reason: reason.clone(),
+                })
+            })
+        })
+        .collect();
+    let warnings = failure_warnings(m, &failed_runs);
+    let tested = outcome.ranking.iter().filter(|r| r.rounds > 0).count();
+    let level = if tested == 0 {
+        1.0
+    } else {
+        super::search::winner_level(tested)
+    };
+    let rounds_needed = if tested == 0 {
+        MIN_ROUNDS
+    } else {
+        rounds_for_level(level)
+    };
+    let too_few_rounds = winner.is_none()
+        && !outcome
+            .ranking
+            .iter()
+            .any(|r| r.eliminated_after.is_none() && r.rounds >= rounds_needed);
     let recommendation = winner
         .filter(|&w| m.candidates[w].resolved.apple_family_max.is_some())
         .map(|_| RECOMMENDATION);
@@ -271,6 +359,9 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         budget_seconds: m.budget_seconds,
         band: m.band,
         ended: m.ended.clone(),
+        level,
+        rounds_needed,
+        too_few_rounds,
         candidates: outcome
             .ranking
             .iter()
@@ -298,6 +389,8 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
         verify_runs: verified,
         recommendation,
         left_out: m.left_out.clone(),
+        failed_runs,
+        warnings,
     };
     let summary_json = serde_json::to_string_pretty(&summary).expect("a summary serializes") + "\n";
     let mut files = vec![
@@ -309,6 +402,8 @@ pub fn derive(dir: &Path, m: &Manifest) -> Result<Derived, DeriveError> {
     }
     Ok(Derived {
         files,
+        warnings: summary.warnings.clone(),
+        verdict: render::headline(&summary),
         winner: summary.winner,
     })
 }

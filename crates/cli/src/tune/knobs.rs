@@ -8,6 +8,8 @@
 
 use serde::Deserialize;
 
+use super::compose::Base;
+
 /// The catalogue as built in: `crates/cli/data/knobs.toml`.
 pub const CATALOGUE: &str = include_str!("../../data/knobs.toml");
 
@@ -308,35 +310,14 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Its `--arm` text: `LABEL=PROFILE,ITEM,ITEM...` from the reference's profile `profile`
-    /// (unless a setting replaces it). The settings' tool arguments are joined into one
-    /// `bench-args=` and one `common-args=` item (an arm has one of each).
-    pub fn arm_spec(&self, profile: &str) -> String {
-        let mut profile = profile.to_string();
-        let (mut items, mut bench, mut common) = (Vec::new(), Vec::new(), Vec::new());
-        for item in self.settings.iter().flat_map(|s| &s.arm_items) {
-            if let Some(words) = item.strip_prefix("bench-args=") {
-                bench.push(words);
-            } else if let Some(words) = item.strip_prefix("common-args=") {
-                common.push(words);
-            } else if item.contains('=') {
-                items.push(item.clone());
-            } else {
-                profile = item.clone();
-            }
-        }
-        let mut all: Vec<String> = Vec::new();
-        if !profile.is_empty() {
-            all.push(profile);
-        }
-        all.extend(items);
-        if !bench.is_empty() {
-            all.push(format!("bench-args={}", bench.join(" ")));
-        }
-        if !common.is_empty() {
-            all.push(format!("common-args={}", common.join(" ")));
-        }
-        format!("{}={}", self.label, all.join(","))
+    /// Its `--arm` text: the reference `base` with this candidate's settings changed
+    /// ([`Base::arm_spec`]: an option or variable replaces the reference's value of it, a
+    /// profile replaces only the profile).
+    ///
+    /// # Errors
+    /// Why it cannot be written as an arm (an option the reference's profile file gives).
+    pub fn arm_spec(&self, base: &Base) -> Result<String, String> {
+        base.arm_spec(&self.label, self.settings.iter().flat_map(|s| &s.arm_items))
     }
 }
 

@@ -2,6 +2,7 @@
 //! their arms (through the arms parser and bench's and verify's argument checks), and
 //! docs/tune.md's table.
 
+use super::compose::Base;
 use super::knobs::*;
 use crate::analysis::Role;
 use crate::arms::spec::{parse as parse_arm, valid_label};
@@ -105,7 +106,7 @@ fn every_candidate_is_a_valid_arm_that_bench_and_verify_accept() {
                 "{} twice",
                 s.label
             );
-            let spec = s.arm_spec(reference);
+            let spec = s.arm_spec(&Base::new(reference, None).unwrap()).unwrap();
             checked(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let parsed = parse_arm(&spec).unwrap();
             assert_eq!(parsed.label, s.label);
@@ -125,7 +126,7 @@ fn every_candidate_is_a_valid_arm_that_bench_and_verify_accept() {
             label: "all".into(),
             settings: one_each.iter().flat_map(|o| o.settings.clone()).collect(),
         };
-        let spec = all.arm_spec(reference);
+        let spec = all.arm_spec(&Base::new(reference, None).unwrap()).unwrap();
         checked(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
     }
     // The checks do refuse: an option that changes the tests, one a tool lacks the spelling of.
@@ -139,11 +140,15 @@ fn arm_specs_merge_tool_arguments_and_replace_the_profile() {
     let singles = singles(&c.knobs, "native");
     let pick = |label: &str| singles.iter().find(|s| s.label == label).unwrap().clone();
     assert_eq!(
-        pick("no-residency").arm_spec("native"),
+        pick("no-residency")
+            .arm_spec(&Base::new("native", None).unwrap())
+            .unwrap(),
         "no-residency=native,GGML_METAL_NO_RESIDENCY=1"
     );
     assert_eq!(
-        pick("fa-on").arm_spec("native"),
+        pick("fa-on")
+            .arm_spec(&Base::new("native", None).unwrap())
+            .unwrap(),
         "fa-on=native,bench-args=-fa 1,common-args=-fa on"
     );
     let combos = combine(&[pick("fa-on"), pick("apple9-64k"), pick("ub-256")]);
@@ -159,7 +164,7 @@ fn arm_specs_merge_tool_arguments_and_replace_the_profile() {
     );
     let three = &combos[3];
     assert_eq!(three.settings[0].knob, "profile");
-    let spec = three.arm_spec("native");
+    let spec = three.arm_spec(&Base::new("native", None).unwrap()).unwrap();
     assert_eq!(
         spec,
         "fa-on_apple9-64k_ub-256=apple9-64k,bench-args=-fa 1 -ub 256,common-args=-fa on -ub 256"

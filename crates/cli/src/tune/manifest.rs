@@ -8,10 +8,14 @@ use std::path::{Component, Path};
 use serde::{Deserialize, Serialize};
 
 use super::knobs::{Candidate, Setting};
+use crate::analysis::interval::MIN_ROUNDS;
 use crate::arms::Arm;
 
 /// The layout of tune bundles this capshim writes (`schema_version` of `environment.json`).
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The most rounds a first stage may plan (`tune.first_rounds`); capshim plans far fewer.
+pub const MAX_FIRST_ROUNDS: usize = 1000;
 
 /// The recommendation: a profile file, written when there is a winner.
 pub const RECOMMENDATION: &str = "recommended.toml";
@@ -228,6 +232,86 @@ impl Manifest {
                     .components()
                     .all(|c| matches!(c, Component::Normal(_)))
         })
+    }
+
+    /// The first value of the manifest that the search's replay cannot take, as
+    /// `tune.FIELD ...: why` (the manifest is `environment.json`'s `tune`): the settings out of
+    /// range, and stages, rounds and runs that do not describe a search (a stage numbered out
+    /// of order, more rounds than it planned, a round or a run given twice, a candidate that is
+    /// not one). A bundle that capshim sealed has none; an edited one may.
+    pub fn bad_value(&self) -> Option<String> {
+        let max_seconds = super::plan::MAX_BUDGET.as_secs_f64();
+        if !(MIN_ROUNDS..=MAX_FIRST_ROUNDS).contains(&self.first_rounds) {
+            return Some(format!(
+                "tune.first_rounds is {}, outside {MIN_ROUNDS} to {MAX_FIRST_ROUNDS}",
+                self.first_rounds
+            ));
+        }
+        if !(self.band.is_finite() && (0.0..1.0).contains(&self.band)) {
+            return Some(format!("tune.band is {}, outside 0 to 1", self.band));
+        }
+        for (field, value) in [
+            ("budget_seconds", self.budget_seconds),
+            ("search_seconds", self.search_seconds),
+        ] {
+            if !(value.is_finite() && value > 0.0 && value <= max_seconds) {
+                return Some(format!(
+                    "tune.{field} is {value}, outside 0 to {max_seconds} seconds (7 days)"
+                ));
+            }
+        }
+        if self.search_seconds > self.budget_seconds {
+            return Some(format!(
+                "tune.search_seconds is {}, more than tune.budget_seconds {}",
+                self.search_seconds, self.budget_seconds
+            ));
+        }
+        let mut last_round = 0;
+        for (i, stage) in self.stages.iter().enumerate() {
+            let at = format!("tune.stages[{i}]");
+            if stage.number != i + 1 {
+                return Some(format!("{at}.number is {}, not {}", stage.number, i + 1));
+            }
+            if stage.rounds_planned == 0 || stage.rounds.len() > stage.rounds_planned {
+                return Some(format!(
+                    "{at}.rounds_planned is {}, with {} rounds run (a stage plans at least one, \
+                     and runs no more than it planned)",
+                    stage.rounds_planned,
+                    stage.rounds.len()
+                ));
+            }
+            let mut alive = stage.alive.clone();
+            alive.sort_unstable();
+            if alive.is_empty()
+                || alive.windows(2).any(|w| w[0] == w[1])
+                || alive.last().is_some_and(|&c| c >= self.candidates.len())
+            {
+                return Some(format!(
+                    "{at}.alive is {:?}: not distinct candidates of the {} listed",
+                    stage.alive,
+                    self.candidates.len()
+                ));
+            }
+            for (j, round) in stage.rounds.iter().enumerate() {
+                if round.round <= last_round {
+                    return Some(format!(
+                        "{at}.rounds[{j}].round is {}, not after round {last_round} (a round \
+                         given twice or out of order)",
+                        round.round
+                    ));
+                }
+                last_round = round.round;
+                let mut arms: Vec<&str> = round.runs.iter().map(|r| r.arm.as_str()).collect();
+                arms.sort_unstable();
+                if let Some(w) = arms.windows(2).find(|w| w[0] == w[1]) {
+                    return Some(format!(
+                        "{at}.rounds[{j}].runs runs the arm {:?} twice in one round",
+                        w[0]
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// How many candidates the search started with (the single knobs).

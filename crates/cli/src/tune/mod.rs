@@ -12,12 +12,14 @@
 //! - [`runner`]: the experiment: stages of random-order rounds, the combinations after the
 //!   first stage, the winner verified ([`verifier`]: `capshim verify` into the bundle), the
 //!   seal.
+//! - [`compose`]: a candidate's arm, the reference's settings with its knobs changed.
 //! - [`figure`]: a candidate's figure in one round, its log throughput ratio to the reference.
 //! - [`manifest`]: what the derived files come from; [`derive`]: the search replayed, the
 //!   winner decided into [`summary`]; [`render`]: `report.md` and the recommendation profile
 //!   file; [`check`]: `capshim report` on a tune bundle.
 
 pub mod check;
+pub mod compose;
 pub mod derive;
 pub mod figure;
 pub mod knobs;

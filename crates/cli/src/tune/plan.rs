@@ -5,10 +5,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::compose::Base;
 use super::knobs::Candidate;
 use super::search::Config;
 use crate::arms::{self, Arm, ArmError};
 use crate::bench::plan::Plan as BenchPlan;
+
+/// The longest `--budget` taken: 7 days (a search longer than that is a mistake in the unit).
+pub const MAX_BUDGET: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The share of the budget kept for verifying the winner (the search spends the rest).
 pub const VERIFY_SHARE: f64 = 0.2;
@@ -51,9 +55,21 @@ impl ArmOptions {
 pub struct Reference {
     /// The arm.
     pub arm: Arm,
-    /// Its items (its `--arm` text without the label): what candidates start from
-    /// ([`Candidate::arm_spec`]).
+    /// Its items (its `--arm` text without the label).
     pub items: String,
+    /// Its settings by kind: what candidates start from ([`Candidate::arm_spec`]).
+    pub base: Base,
+}
+
+impl Reference {
+    /// The reference of items `items` (its `--arm` text without the label) resolved as `arm`.
+    ///
+    /// # Errors
+    /// The arms grammar's message for items that do not parse.
+    pub fn new(arm: Arm, items: String) -> Result<Reference, String> {
+        let base = Base::new(&items, Some(&arm))?;
+        Ok(Reference { arm, items, base })
+    }
 }
 
 /// How a candidate is verified against the reference: `capshim verify` run as a child process
@@ -121,7 +137,8 @@ impl Plan {
 }
 
 /// Parses a `--budget` value: one or more numbers each with a unit, `s`, `m` or `h` (`90s`,
-/// `4m`, `1h`, `1h30m`, `2.5m`).
+/// `4m`, `1h`, `1h30m`, `2.5m`), each unit at most once, in all more than no time and at most
+/// [`MAX_BUDGET`] (7 days).
 ///
 /// # Errors
 /// A text naming the value and what is expected, which clap prints as a usage error (exit 2).
@@ -132,30 +149,56 @@ pub fn parse_budget(value: &str) -> Result<Duration, String> {
         return Err(format!("an empty budget; {fix}"));
     }
     let mut seconds = 0.0;
-    let mut number = String::new();
-    for ch in text.chars() {
-        if ch.is_ascii_digit() || ch == '.' {
-            number.push(ch);
-            continue;
-        }
-        let unit = match ch {
-            's' => 1.0,
-            'm' => 60.0,
-            'h' => 3600.0,
-            _ => return Err(format!("{value:?}: {ch:?} is not a unit (s, m, h); {fix}")),
+    let mut seen: Vec<char> = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(digits);
+        let letters = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        // A unit is a word of letters, or the one other character found there (`-`).
+        let unit_len = if letters > 0 {
+            letters
+        } else {
+            after.chars().next().map_or(0, char::len_utf8)
         };
+        let (unit, next) = after.split_at(unit_len);
+        let factor = match unit {
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => {
+                return Err(format!(
+                    "{value:?}: {number} has no unit; {fix} (90 alone could be seconds or minutes)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{value:?}: {other:?} is not a unit --budget takes (s, m, h); {fix}"
+                ));
+            }
+        };
+        let letter = unit.chars().next().unwrap_or_default();
+        if seen.contains(&letter) {
+            return Err(format!("{value:?}: the unit {unit} is given twice; {fix}"));
+        }
+        seen.push(letter);
         let n: f64 = number
             .parse()
-            .map_err(|_| format!("{value:?}: a unit without a number before it; {fix}"))?;
-        seconds += n * unit;
-        number.clear();
+            .map_err(|_| format!("{value:?}: {unit} needs a number before it; {fix}"))?;
+        seconds += n * factor;
+        rest = next;
     }
-    if !number.is_empty() {
+    let max = MAX_BUDGET.as_secs_f64();
+    if !seconds.is_finite() || seconds > max {
         return Err(format!(
-            "{value:?}: {number} has no unit; {fix} (90 alone could be seconds or minutes)"
+            "{value:?} is more than the longest budget, 7 days (168h); {fix}"
         ));
     }
-    if !seconds.is_finite() || seconds <= 0.0 {
+    if seconds <= 0.0 {
         return Err(format!("{value:?} is no time to search in; {fix}"));
     }
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("{value:?}: {e}; {fix}"))
@@ -174,9 +217,29 @@ mod tests {
         assert_eq!(secs("1h"), 3600.0);
         assert_eq!(secs("1h30m"), 5400.0);
         assert_eq!(secs("2.5m"), 150.0);
-        for bad in ["90", "", "0s", "4x", "m", "1..5m", "-4m"] {
+        assert_eq!(secs("168h"), 7.0 * 24.0 * 3600.0);
+        for bad in ["90", "", "0s", "4x", "m", "1..5m", "-4m", "1h1m1h"] {
             assert!(parse_budget(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(parse_budget("90").unwrap_err().contains("has no unit"));
+        let err = |v: &str| parse_budget(v).unwrap_err();
+        assert!(err("90").contains("has no unit"));
+        assert!(
+            err("1ms").contains("\"ms\" is not a unit --budget takes"),
+            "{}",
+            err("1ms")
+        );
+        assert!(err("5m5m").contains("the unit m is given twice"));
+        for huge in [
+            "99999999999999999999h",
+            "1000000000000000h",
+            "169h",
+            "10081m",
+        ] {
+            assert!(
+                err(huge).contains("more than the longest budget, 7 days"),
+                "{}",
+                err(huge)
+            );
+        }
     }
 }

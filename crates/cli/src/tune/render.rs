@@ -16,6 +16,25 @@ fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.3}×"))
 }
 
+/// The result in a line, for the terminal: the winner, too few rounds to tell, or no setting
+/// beats the reference.
+pub fn headline(s: &Summary) -> String {
+    match &s.winner {
+        Some(w) => format!("winner {w}"),
+        None if s.too_few_rounds => too_few(s),
+        None => "no setting beats the reference here".to_string(),
+    }
+}
+
+/// `too few rounds to tell (N needed at the XX% level)`.
+fn too_few(s: &Summary) -> String {
+    format!(
+        "too few rounds to tell ({} needed at the {}% level)",
+        s.rounds_needed,
+        level_text(s.level)
+    )
+}
+
 /// `report.md`.
 pub fn markdown(s: &Summary) -> String {
     let mut out = String::new();
@@ -35,6 +54,12 @@ pub fn markdown(s: &Summary) -> String {
     ));
     let band = percent_text(s.band);
     out.push_str(&match (&s.winner, &s.verify) {
+        (None, _) if s.too_few_rounds => format!(
+            "**No result: {}.** No candidate that stayed to the end ran that many rounds, so \
+             none has an interval the winner rule could read: this says nothing about whether \
+             a setting is faster. Give a larger --budget.\n\n",
+            too_few(s)
+        ),
         (Some(w), Some(v)) if v.verdict == "passed" => format!(
             "**Winner: `{w}`**, faster than the reference beyond the ±{band}% band, and its \
              --check passed (its output: `{}`).\n\n",
@@ -62,6 +87,9 @@ pub fn markdown(s: &Summary) -> String {
              wholly above the ±{band}% band and verified `equivalent`.\n\n"
         ),
     });
+    for w in &s.warnings {
+        out.push_str(&format!("**Warning:** {w}.\n\n"));
+    }
     out.push_str(if s.command.is_some() {
         "Speed is reference / candidate wall time of the command (higher is faster), paired by \
          round; the interval is the one the winner rule read.\n\n"
@@ -79,6 +107,11 @@ pub fn markdown(s: &Summary) -> String {
             (Some(l), Some(h), Some(level)) => {
                 format!("[{l:.3} {h:.3}] ({}%)", level_text(level))
             }
+            _ if c.rounds < s.rounds_needed => format!(
+                "— ({} rounds needed at {}%)",
+                s.rounds_needed,
+                level_text(s.level)
+            ),
             _ => "—".to_string(),
         };
         out.push_str(&format!(

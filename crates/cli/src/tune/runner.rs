@@ -46,6 +46,14 @@ pub const WORDS: Words = Words {
     prefix: "capshim-tune",
 };
 
+/// How `tune --command` speaks of itself.
+const COMMAND_WORDS: Words = Words {
+    running: "the command or its --check",
+    tool_option: "--command",
+    fix: "the command, and the variables and command-args of its candidate",
+    ..WORDS
+};
+
 /// The result of a tune run.
 pub struct Outcome {
     /// The bundle and its reports.
@@ -54,6 +62,10 @@ pub struct Outcome {
     pub winner: Option<String>,
     /// Whether the bundle holds the recommendation profile file.
     pub recommended: bool,
+    /// The result in words ([`super::render::headline`]).
+    pub verdict: String,
+    /// The summary's warnings (failed runs).
+    pub warnings: Vec<String>,
 }
 
 impl Sealed for Outcome {
@@ -80,7 +92,11 @@ impl Experiment for Tune<'_> {
     type Sealed = Outcome;
 
     fn words(&self) -> Words {
-        WORDS
+        if self.plan.command.is_some() {
+            COMMAND_WORDS
+        } else {
+            WORDS
+        }
     }
 
     fn derived(&self) -> &'static [&'static str] {
@@ -196,7 +212,10 @@ impl<'a> Search<'a> {
                 .iter()
                 .zip(&plan.bench.arms[1..])
                 .map(|(c, arm)| {
-                    CandidateRecord::new(c, c.arm_spec(&plan.reference.items), arm, None)
+                    let spec = c
+                        .arm_spec(&plan.reference.base)
+                        .expect("written as an arm when the plan was made");
+                    CandidateRecord::new(c, spec, arm, None)
                 })
                 .collect(),
             left_out: plan.left_out.clone(),
@@ -271,10 +290,11 @@ impl<'a> Search<'a> {
                     break;
                 }
                 let shown = format!(
-                    "stage {}, round {r}/{}: {} candidates, {} left",
+                    "stage {}, round {r}/{}: {} candidate{}, {} left",
                     stage.number,
                     stage.rounds,
                     stage.alive.len(),
+                    if stage.alive.len() == 1 { "" } else { "s" },
                     clock(self.left())
                 );
                 bar.set_message(shown.clone());
@@ -418,14 +438,21 @@ impl<'a> Search<'a> {
             if self.arms.iter().any(|a| a.name == combo.label) {
                 continue;
             }
-            let spec = combo.arm_spec(&self.plan.reference.items);
-            let arm = match self.plan.arm_options.resolve(&spec).and_then(|arm| {
-                crate::bench::plan::check_arm_args(
-                    std::slice::from_ref(&arm),
-                    &self.plan.bench.extra,
-                )
-                .map(|()| arm)
-            }) {
+            let arm = combo.arm_spec(&self.plan.reference.base).and_then(|spec| {
+                self.plan
+                    .arm_options
+                    .resolve(&spec)
+                    .and_then(|arm| {
+                        crate::bench::plan::check_arm_args(
+                            std::slice::from_ref(&arm),
+                            &self.plan.bench.extra,
+                        )
+                        .map(|()| arm)
+                    })
+                    .map(|arm| (spec, arm))
+                    .map_err(|e| e.to_string())
+            });
+            let (spec, arm) = match arm {
                 Ok(arm) => arm,
                 Err(e) => {
                     crate::term::warning(format!(
@@ -535,6 +562,8 @@ impl<'a> Search<'a> {
                 .iter()
                 .any(|(n, _)| *n == super::manifest::RECOMMENDATION),
             winner: derived.winner,
+            verdict: derived.verdict,
+            warnings: derived.warnings,
         })
     }
 }

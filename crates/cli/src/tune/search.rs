@@ -8,8 +8,9 @@
 //! what is left: the halvings still to come from `a` to one candidate, plus a last stage for
 //! that one, are `⌈log₂ a⌉ + 1` stages, and this stage gets `processes_left / (⌈log₂ a⌉ + 1)`
 //! processes, `rounds = share / (a + 1)`. So rounds per stage grow as candidates halve (with
-//! 450 processes and 8 candidates: 6, 26, 44 and 67 rounds for 8, 4, 2 and 1 candidates, when
-//! the first stage is planned before the budget's cost per process is known). Before any
+//! 450 processes and 8 candidates: 9, 24, 41 and 63 rounds for 8, 4, 2 and 1 candidates with
+//! tune's first stage of 9 rounds ([`Config::for_candidates`]), 6, 26, 44 and 67 with one of 6,
+//! when the first stage is planned before the budget's cost per process is known). Before any
 //! process ran the driver passes `usize::MAX` and the stage gets [`Config::first_rounds`].
 //! After a stage that ran all its rounds, the better half (`⌈a / 2⌉`, by the Hodges–Lehmann
 //! estimate of all their rounds so far) continues; one candidate left keeps running while the
@@ -64,6 +65,21 @@ impl Default for Config {
         Config {
             first_rounds: MIN_ROUNDS,
             band: crate::analysis::interval::NOISE,
+        }
+    }
+}
+
+impl Config {
+    /// `capshim tune`'s for a search that starts with `candidates` candidates: a first stage
+    /// of the rounds an interval needs at the winner rule's level for them
+    /// ([`crate::analysis::family::rounds_for_level`] of [`winner_level`]), at least
+    /// [`MIN_ROUNDS`]: 6 for one candidate, 9 for 7 to 12. So a budget that pays for the first
+    /// stage alone can already find a winner.
+    pub fn for_candidates(candidates: usize) -> Config {
+        Config {
+            first_rounds: crate::analysis::family::rounds_for_level(winner_level(candidates))
+                .max(MIN_ROUNDS),
+            ..Config::default()
         }
     }
 }
@@ -386,6 +402,25 @@ mod tests {
             let r = o.ranking.iter().find(|r| r.candidate == c).unwrap();
             assert_eq!((r.eliminated_after, r.rounds), (Some(1), 6), "{c}");
         }
+    }
+
+    #[test]
+    fn tune_s_first_stage_reaches_the_winner_level_so_it_alone_can_find_a_winner() {
+        assert_eq!(Config::for_candidates(1).first_rounds, 6);
+        assert_eq!(Config::for_candidates(7).first_rounds, 9);
+        assert_eq!(Config::for_candidates(13).first_rounds, 10);
+        let mut h = Halving::new(8, Config::for_candidates(8));
+        let stage = h.next_stage(usize::MAX).unwrap();
+        assert_eq!(stage.rounds, 9);
+        // Only the first stage runs (the budget ends there): the faster one wins.
+        run(&mut h, &stage, &EIGHT);
+        let outcome = h.outcome();
+        assert_eq!(outcome.winner, Some(3), "{outcome:?}");
+        // With a first stage of 6, the same budget gives no interval at all.
+        let mut h = Halving::new(8, Config::default());
+        let stage = h.next_stage(usize::MAX).unwrap();
+        run(&mut h, &stage, &EIGHT);
+        assert!(h.outcome().ranking.iter().all(|r| r.interval.is_none()));
     }
 
     #[test]

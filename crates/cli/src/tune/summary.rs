@@ -17,7 +17,19 @@ pub struct VerifyResult {
     pub bundle: String,
 }
 
-/// One candidate in `summary.json`, best first.
+/// A run recorded as failed (`--keep-going`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailedRun {
+    /// The arm's label (a candidate's, or the reference's).
+    pub arm: String,
+    /// The round, counted over the whole run.
+    pub round: u32,
+    /// Why it failed, as recorded.
+    pub reason: String,
+}
+
+/// One candidate in `summary.json`, in the order the search ranked them (later stages
+/// first, then by estimate).
 #[derive(Serialize)]
 pub struct CandidateSummary {
     /// Its label.
@@ -65,7 +77,18 @@ pub struct Summary {
     pub band: f64,
     /// Why the search ended: `complete` or `budget`.
     pub ended: String,
-    /// Every candidate, best first.
+    /// The level of the winner rule's intervals, `1 − 0.05 / m` for the `m` candidates that
+    /// ran (a fraction; 1 when none ran).
+    pub level: f64,
+    /// The rounds a candidate needs for an interval at `level` (the fewest `n` with
+    /// `2 / 2^n ≤ 1 − level`: 6 at 95%, 9 at 99.29% for 7 candidates).
+    pub rounds_needed: usize,
+    /// Whether there is no winner because no candidate that stayed to the end ran
+    /// `rounds_needed` rounds: too few rounds to tell, not a finding that nothing is faster.
+    pub too_few_rounds: bool,
+    /// Every candidate, in the order the search ranked them: the winner, those that stayed to
+    /// the end, then those eliminated later before those eliminated earlier, each group by
+    /// estimate.
     pub candidates: Vec<CandidateSummary>,
     /// The winner's label: verified `equivalent` and beating the reference beyond the band.
     pub winner: Option<String>,
@@ -77,4 +100,8 @@ pub struct Summary {
     pub recommendation: Option<&'static str>,
     /// The knobs left out, each with why.
     pub left_out: Vec<String>,
+    /// Every run recorded as failed (`--keep-going`), in the order run.
+    pub failed_runs: Vec<FailedRun>,
+    /// What the reader must know: each arm with failed runs, and those with no result at all.
+    pub warnings: Vec<String>,
 }

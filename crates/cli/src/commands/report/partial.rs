@@ -98,6 +98,16 @@ pub fn report_partial(
         ),
         Err(e) => bail!("cannot read {}: {e}", note_path.display()),
     };
+    if note.contains("`capshim tune` run") {
+        bail!(
+            "{}: an unfinished `capshim tune` bundle: --partial shows a bench's completed rounds, \
+             and a tune's result is its whole search (stages, eliminations, the winner's \
+             verify), which a stopped run did not finish; its {INCOMPLETE_FILE} note says how \
+             far it got, and the outputs of the runs that finished are in its {RAW_DIR}/ \
+             directory: run `capshim tune` again",
+            dir.display()
+        );
+    }
     if !note.contains("`capshim bench` run") {
         bail!(
             "{}: its {INCOMPLETE_FILE} note is not a `capshim bench` run's: --partial shows bench \
