@@ -72,6 +72,13 @@ fn a_planted_2x_slowdown_of_one_arm_is_found_by_the_wall_time() {
             && !stdout.contains("arm median / stock median"),
         "{stdout}"
     );
+    // So does the rounds plot's title.
+    let rounds = std::fs::read_to_string(out.join("rounds.svg")).unwrap();
+    assert!(
+        rounds.contains("stock median / arm median (lower is better)")
+            && !rounds.contains("arm median / stock median"),
+        "{rounds}"
+    );
     // The bundle says what it measured, and report derives it again.
     let env = json(&out.join("environment.json"));
     assert_eq!(env["kind"], "bench");

@@ -1,6 +1,7 @@
-//! `rounds.svg` (schema 6): every paired round's ratio arm / stock in time order, with the
-//! speedup's estimate as a line and its 95% interval as a band, one panel per test and arm,
-//! so that drift, bursts and carry-over are seen at a glance. Derived again and compared like
+//! `rounds.svg` (schema 6): every paired round's ratio arm / stock (stock / arm for a
+//! lower-is-better figure) in time order, with the speedup's estimate as a line and its 95%
+//! interval as a band, one panel per test and arm, so that drift, bursts and carry-over are
+//! seen at a glance. Derived again and compared like
 //! `chart.svg`, so the same summary always gives the same bytes: no clock, no randomness, and
 //! plotters' SVG backend writes its elements in drawing order.
 
@@ -56,9 +57,16 @@ fn draw(summary: &Summary) -> Result<String, Box<dyn std::error::Error>> {
         let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
         root.fill(&WHITE)?;
         let model = summary.rows.first().map_or("", |r| r.model.as_str());
+        // A lower-is-better figure (a `bench --command` wall time) pairs its rounds as stock /
+        // arm, so that above 1 still reads "the arm is faster".
+        let ratio = if summary.rows.iter().any(|r| r.quantity.lower_is_better()) {
+            "stock median / arm median (lower is better)"
+        } else {
+            "arm median / stock median"
+        };
         let root = root.titled(
             &format!(
-                "{model}: each round's arm median / stock median, in round order; line: estimate, band: 95% interval"
+                "{model}: each round's {ratio}, in round order; line: estimate, band: 95% interval"
             ),
             ("sans-serif", 15),
         )?;
