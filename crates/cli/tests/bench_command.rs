@@ -495,6 +495,65 @@ fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
     assert!(gone, "the command's child {sleeper} outlived the bench");
 }
 
+/// A command whose every process ignores SIGTERM (an ignored signal stays ignored across
+/// exec): the bench passes SIGTERM on, then SIGKILL after 10 s or at a second signal, and
+/// stops with its INCOMPLETE note, nothing of the command left running.
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_a_grace_or_a_second_signal() {
+    for twice in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (out, pid_file, log) = (
+            tmp.path().join("b"),
+            tmp.path().join("sleeper.pid"),
+            tmp.path().join("stderr"),
+        );
+        let command = format!(
+            r#"trap '' TERM; sleep 60 & echo $! > "{}"; wait"#,
+            pid_file.display()
+        );
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+            .current_dir(tmp.path())
+            .args(["bench", "--command", &command, "--rounds", "6", "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut waited = 0;
+        while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            waited += 1;
+            assert!(waited < 500, "the command never started");
+        }
+        let sleeper = read(&pid_file).trim().to_string();
+        let term = || {
+            std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+        };
+        assert!(term().success());
+        if twice {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            assert!(running(&sleeper), "SIGTERM is ignored: the sleeper runs on");
+            assert!(term().success());
+        }
+        let status = child.wait().unwrap();
+        let stderr = read(&log);
+        assert_eq!(status.code(), Some(143), "{stderr}");
+        assert!(out.join("INCOMPLETE").is_file());
+        let (again, grace) = (
+            stderr.contains("SIGTERM again: sending SIGKILL"),
+            stderr.contains("still runs 10 s after SIGTERM: sending SIGKILL"),
+        );
+        assert_eq!((again, grace), (twice, !twice), "{stderr}");
+        assert!(
+            !running(&sleeper),
+            "the command's child {sleeper} outlived the bench"
+        );
+    }
+}
+
 /// Whether the process `pid` still runs (a zombie being reaped does not).
 fn running(pid: &str) -> bool {
     std::process::Command::new("sh")

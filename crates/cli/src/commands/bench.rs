@@ -113,9 +113,10 @@ it: --sign KEYFILE adds SHA256SUMS.sig (OpenSSH, namespace capshim-bundle; `caps
 later), checked with `capshim report --allowed-signers FILE --identity ID`. docs/bundles.md.
 
 Interrupting: SIGINT (Ctrl-C), SIGTERM or SIGHUP is passed on to the running llama-bench; capshim
-waits for it, starts no further runs, leaves the bundle unsealed (no SHA256SUMS) with an INCOMPLETE
-note naming the runs that finished and why it stopped, and exits 128 + the signal's number. A
-signal while the model is hashed stops that too, the same way.
+waits for it (SIGKILL when it still runs 10 s later or a second signal comes), starts no further
+runs, leaves the bundle unsealed (no SHA256SUMS) with an INCOMPLETE note naming the runs that
+finished and why it stopped, and exits 128 + the signal's number. A signal while the model is
+hashed stops that too, the same way.
 
 Exit codes:
   0    the bundle was written

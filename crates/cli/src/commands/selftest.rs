@@ -43,8 +43,9 @@ environment.json, checks.json, report.md, SHA256SUMS) that `capshim report DIR` 
 shows; --sign KEYFILE also signs it (SHA256SUMS.sig, as bench and verify do; the key is
 checked before anything runs). A selftest runs through the same experiment layer as bench
 and verify: SIGINT (Ctrl-C), SIGTERM or SIGHUP is passed on to the running probe or kernel
-process; capshim waits for it, starts no further process and exits 128 + the signal's
-number, leaving the bundle (with -o) unsealed, with an INCOMPLETE note.
+process; capshim waits for it (SIGKILL after 10 s or a second signal), starts no further
+process and exits 128 + the signal's number, leaving the bundle (with -o) unsealed, with an
+INCOMPLETE note.
 
 Examples:
   capshim selftest

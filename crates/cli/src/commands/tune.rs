@@ -65,7 +65,8 @@ every arm and command line, the budget, the knobs left out, the manifest), and d
 summary.json, report.md and, with a winner, recommended.toml (a profile file: `capshim run --profile-file
 recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify), then SHA256SUMS.
 `capshim report BUNDLE_DIR` checks it and derives it again. A signal (Ctrl-C, SIGTERM, SIGHUP) is
-passed on to the running tool; the bundle is left unsealed with an INCOMPLETE note.
+passed on to the running tool (SIGKILL after 10 s or a second signal); the bundle is left unsealed
+with an INCOMPLETE note.
 
 Exit codes:
   0    the search completed, with a winner or with none (also with --keep-going when runs

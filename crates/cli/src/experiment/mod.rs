@@ -203,7 +203,8 @@ pub fn run<E: Experiment>(e: &mut E) -> Result<E::Sealed, ExperimentError> {
     let started = time::now();
     // Before anything else: a signal from now on stops the run cleanly.
     let program = PathBuf::from(format!("capshim {}", words.command));
-    let signals = Forwarder::start_with(true).map_err(io("cannot catch signals for", &program))?;
+    let signals =
+        Forwarder::start_for_experiment().map_err(io("cannot catch signals for", &program))?;
     e.before(&|| signals.received())?;
     if let Some(number) = signals.received() {
         return Err(ExperimentError::interrupted(&words, number));

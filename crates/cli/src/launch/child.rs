@@ -273,7 +273,7 @@ mod tests {
     fn a_finished_process_keeps_its_status_and_output() {
         let tmp = tempfile::tempdir().unwrap();
         let (out, err) = (tmp.path().join("o"), tmp.path().join("e"));
-        let signals = Forwarder::start_with(true).unwrap();
+        let signals = Forwarder::start_for_experiment().unwrap();
         let env = EnvChange {
             set: vec![("CHILD_TEST_VAR".into(), "seen".into())],
             removed: vec![],

@@ -4,15 +4,27 @@
 //! command already has them: capshim only survives them. SIGTERM and SIGHUP are usually
 //! sent to capshim alone (`kill`, `timeout`, a closing terminal): capshim passes them on to
 //! the command and reports when it exits.
+//!
+//! An experiment's measured process that ignores or outlasts the signal would keep the whole
+//! experiment waiting, and `timeout -k` would then kill capshim before it leaves its INCOMPLETE
+//! note, with the process (in a group of its own, for `bench --command`) running on. So in an
+//! experiment a second signal, or [`KILL_AFTER`] without an exit, sends SIGKILL. `capshim run`
+//! never escalates: a server's orderly shutdown may take as long as it needs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
+
+/// How long an experiment's measured process has, after the first signal passed on to it,
+/// before it gets SIGKILL (10 s: llama-bench and llama.cpp's tools end at once on SIGTERM; a
+/// command that cleans up has this long).
+pub const KILL_AFTER: Duration = Duration::from_secs(10);
 
 /// Catches the signals above until dropped; forwards SIGTERM and SIGHUP to the child (one
 /// that arrives before the child is known is held and sent when it is).
@@ -33,14 +45,22 @@ impl Forwarder {
         Self::start_with(false)
     }
 
-    /// As [`Forwarder::start`]; with `forward_interrupt`, SIGINT is passed on too (for
-    /// `capshim bench`, whose SIGINT may come from `kill -INT` rather than the terminal; a
-    /// child that gets it twice from a Ctrl-C still stops once). The first SIGINT, SIGTERM or
-    /// SIGHUP is remembered: see [`Forwarder::received`].
+    /// As [`Forwarder::start`] for an experiment's measured processes: SIGINT is passed on too
+    /// (`capshim bench`'s SIGINT may come from `kill -INT` rather than the terminal; a child
+    /// that gets it twice from a Ctrl-C still stops once), and a process still running
+    /// [`KILL_AFTER`] after the first signal passed on to it, or when a second one comes, gets
+    /// SIGKILL (its whole group, for a group). The first SIGINT, SIGTERM or SIGHUP is
+    /// remembered: see [`Forwarder::received`].
     ///
     /// # Errors
     /// When the signal handlers cannot be installed.
-    pub fn start_with(forward_interrupt: bool) -> std::io::Result<Forwarder> {
+    pub fn start_for_experiment() -> std::io::Result<Forwarder> {
+        Self::start_with(true)
+    }
+
+    /// [`Forwarder::start`] (`false`) or [`Forwarder::start_for_experiment`] (`true`).
+    fn start_with(experiment: bool) -> std::io::Result<Forwarder> {
+        let forward_interrupt = experiment;
         let mut signals = Signals::new([SIGINT, SIGQUIT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
         let child = Arc::new(AtomicI32::new(0));
@@ -52,6 +72,8 @@ impl Forwarder {
             Arc::clone(&received),
         );
         let thread = std::thread::spawn(move || {
+            // The target the last signal was passed on to: a second one for it escalates.
+            let mut signalled = 0;
             for number in signals.forever() {
                 if number != SIGQUIT {
                     let _ = first.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
@@ -74,7 +96,20 @@ impl Forwarder {
                             }
                         }
                     }
-                    pid => send(pid, number),
+                    pid if experiment && pid == signalled => {
+                        crate::term::line(format!(
+                            "capshim: {} again: sending SIGKILL to the measured process",
+                            name(number)
+                        ));
+                        send(pid, Signal::SIGKILL as i32);
+                    }
+                    pid => {
+                        send(pid, number);
+                        if experiment {
+                            signalled = pid;
+                            kill_later(Arc::clone(&target), pid, number);
+                        }
+                    }
                 }
             }
         });
@@ -129,6 +164,22 @@ impl Forwarder {
 /// A signal's name, e.g. `SIGTERM`.
 pub fn name(number: i32) -> String {
     Signal::try_from(number).map_or_else(|_| format!("signal {number}"), |s| s.as_str().to_string())
+}
+
+/// After [`KILL_AFTER`], SIGKILL to `pid` (a process, or minus a group's id) if it is still the
+/// target in `target` (cleared when the process exited), naming the signal `number` it outlasted.
+fn kill_later(target: Arc<AtomicI32>, pid: i32, number: i32) {
+    std::thread::spawn(move || {
+        std::thread::sleep(KILL_AFTER);
+        if target.load(Ordering::SeqCst) == pid {
+            crate::term::line(format!(
+                "capshim: the measured process still runs {} s after {}: sending SIGKILL",
+                KILL_AFTER.as_secs(),
+                name(number)
+            ));
+            send(pid, Signal::SIGKILL as i32);
+        }
+    });
 }
 
 fn send(pid: i32, number: i32) {
