@@ -577,8 +577,19 @@ fn doctor_reports_a_missing_explicit_library_as_not_found() {
         "warn"
     };
     assert_eq!(found["status"], expected, "{found}");
+    // The line itself names the path and why, without --verbose.
     assert!(
-        found["summary"].as_str().unwrap().contains("not found"),
+        found["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("libcapshim.so not found: /nonexistent/libcapshim.so: "),
+        "{found}"
+    );
+    assert!(
+        found["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("check the path given with --dylib"),
         "{found}"
     );
     assert!(

@@ -83,12 +83,18 @@ pub fn checks(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Vec<Check
                 )
             }
         }),
+        // The line says where it looked (or what the --dylib path is): the one thing a reader
+        // needs to act on, shown without --verbose.
         Err(why) => Check::with(
             "library.found",
             Status::Fail,
-            format!("{} not found", g.os.library_name()),
+            format!("{} not found: {}", g.os.library_name(), where_looked(why)),
             why.clone(),
-            "put libcapshim next to the capshim executable or in one of the folders listed, or pass --dylib PATH",
+            if why.contains("; looked in: ") {
+                "put libcapshim next to the capshim executable or in one of the folders listed, or pass --dylib PATH"
+            } else {
+                "check the path given with --dylib (the library file itself), or leave --dylib out to look in the usual folders"
+            },
         ),
     };
     let Some(path) = lib.found() else {
@@ -116,6 +122,21 @@ pub fn checks(facts: &dyn SystemFacts, lib: &Library, g: &Gathered) -> Vec<Check
         signature(lib, path, g),
         version(lib),
     ]
+}
+
+/// The places named in `why` (a [`dylib::DylibError`] or a `--dylib` path's error): the
+/// folders looked in, or the path and its error.
+fn where_looked(why: &str) -> String {
+    match why.split_once("; looked in: ") {
+        Some((_, rest)) => {
+            let folders = rest.split_once("; ").map_or(rest, |(list, _)| list);
+            format!("looked in {folders}")
+        }
+        None => why
+            .split_once("; ")
+            .map_or(why, |(first, _)| first)
+            .to_string(),
+    }
 }
 
 fn file_format(lib: &Library, path: &Path, g: &Gathered) -> Check {

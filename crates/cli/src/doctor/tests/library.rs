@@ -36,6 +36,10 @@ fn library_found_and_format_each_status() {
     let report = run(&guest(), &missing);
     let found = find(&report, "library.found");
     assert_eq!(found.status, Status::Fail);
+    assert_eq!(
+        found.summary,
+        "libcapshim.dylib not found: looked in /usr/local/lib/capshim"
+    );
     assert!(found.fix.as_deref().unwrap().contains("--dylib"));
     for id in [
         "library.format",
