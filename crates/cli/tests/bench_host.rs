@@ -373,6 +373,30 @@ fn report_takes_host_processes_as_bench_does() {
         own["speedup_ci95"].is_null() && own["verdict"].is_null(),
         "{own}"
     );
+    // A host of another model is refused (exit 1), as bench refuses it, naming both models.
+    let other_model = write_json(
+        s.tmp.path(),
+        "other-model.json",
+        &[
+            result("another", 64, 0, &[2000.0]),
+            result("another", 0, 16, &[200.0]),
+        ],
+    );
+    capshim()
+        .arg("report")
+        .arg(&guest)
+        .arg("--baseline")
+        .arg(&other_model)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "--baseline {}: the host measured another (another type",
+            other_model.display()
+        )))
+        .stderr(predicate::str::contains(
+            "percent of host across models is meaningless",
+        ));
     // A host bundle that fails its check is refused, naming it.
     std::fs::write(host.join("report.md"), "edited\n").unwrap();
     capshim()

@@ -23,6 +23,45 @@ fn names(keys: &[TestKey]) -> String {
     names.join(", ")
 }
 
+/// Refuses a host (`runs`, from `sources`, one model by [`check_one_host`]) of another model
+/// than a measured arm's (not an input's own host): percent of host across models is
+/// meaningless, as `bench --baseline` refuses it before the first run. Each arm is checked by
+/// its first result (analysis refuses an arm of two models).
+///
+/// # Errors
+/// The first arm of another model, naming the `--baseline`, both models and the fix (exit 1).
+fn same_model(sources: &[HostSource], runs: &[RunInput], arms: &[ArmInput]) -> anyhow::Result<()> {
+    let Some(host) = runs.iter().flat_map(|r| &r.rows).next().map(|r| &r.model) else {
+        return Ok(());
+    };
+    // An input's own host (shown as an ordinary arm) is the input's, compared as it was.
+    for arm in arms.iter().filter(|a| a.role != Role::Host) {
+        let Some(theirs) = arm
+            .runs
+            .iter()
+            .flat_map(|r| &r.rows)
+            .next()
+            .map(|r| &r.model)
+        else {
+            continue;
+        };
+        if !host.same_model(theirs) {
+            let given: Vec<String> = sources
+                .iter()
+                .map(|s| s.given.display().to_string())
+                .collect();
+            anyhow::bail!(
+                "--baseline {}: the host measured {host}, but the arm {:?} measured {theirs}: \
+                 percent of host across models is meaningless; give a host measured with the \
+                 same model file",
+                given.join(", --baseline "),
+                arm.name
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The arm `--baseline` adds.
 pub const NAME: &str = "baseline";
 
@@ -122,6 +161,7 @@ pub fn add(args: &BaselineArgs, arms: &mut Vec<ArmInput>) -> anyhow::Result<()> 
             path: path.clone(),
         });
     }
+    same_model(&sources, &runs, arms)?;
     // One host: --baseline's. An input's own host arm is then an ordinary arm, said so.
     for arm in arms.iter_mut().filter(|a| a.role == Role::Host) {
         crate::term::warning(format!(

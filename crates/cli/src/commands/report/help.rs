@@ -85,7 +85,8 @@ or a selftest bundle's (checks.json with --json), is printed on its own.
 Exit codes:
   0  the report was printed
   1  error (unreadable input, with the OS error; non-llama-bench input; models disagree within an
-     arm; a --baseline host bundle that fails its check; ssh-keygen missing for --allowed-signers)
+     arm; a --baseline host bundle that fails its check, or a host of another model than the
+     arms; ssh-keygen missing for --allowed-signers)
   2  bad command line (also: no inputs, an --arm without NAME=FILE, the same file or a copy of it
      twice in one --arm, one arm name given twice, the same bundle twice, --stock/--host naming
      no arm or both naming one, a --baseline given twice or as a copy, sharing no test with
