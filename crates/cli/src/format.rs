@@ -67,9 +67,33 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// A figure of a table or a warning: two decimals for tokens/s, four for a command's value (a wall time of
+/// a fraction of a second keeps its digits); a command's value below 0.001 or from 10^9 up,
+/// which four decimals would show as 0.0000 or as a long row of digits, in scientific notation
+/// with four significant digits (`1.000e308`, `2.500e-7`).
+pub fn figure(value: f64, command: bool) -> String {
+    if !command {
+        format!("{value:.2}")
+    } else if value != 0.0 && (value.abs() < 1e-3 || value.abs() >= 1e9) {
+        format!("{value:.3e}")
+    } else {
+        format!("{value:.4}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commands_tiny_or_huge_value_keeps_its_digits() {
+        assert_eq!(figure(0.0123, true), "0.0123");
+        assert_eq!(figure(41.237, true), "41.2370");
+        assert_eq!(figure(1e-300, true), "1.000e-300");
+        assert_eq!(figure(0.00025, true), "2.500e-4");
+        assert_eq!(figure(1e308, true), "1.000e308");
+        assert_eq!(figure(123.456, false), "123.46");
+    }
 
     #[test]
     fn bytes_show_mebibytes_from_one_mebibyte() {

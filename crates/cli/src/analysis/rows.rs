@@ -149,14 +149,17 @@ pub fn rows(
             {
                 // A host's processes ran in no round: numbered as processes, not rounds.
                 let host = arm.role == Role::Host && !arm.randomized;
+                let unit = merged_unit(arm, key);
+                // A command's figures as its table shows them: a wall time of 0.0612 s is not
+                // 0.06.
+                let figure = |v: f64| crate::format::figure(v, unit.is_some());
                 let each: Vec<String> = rounds
                     .iter()
                     .map(|r| match host {
-                        true => format!("process {}: {:.2}", r.round, r.median_ts),
-                        false => format!("r{} {:.2}", r.round, r.median_ts),
+                        true => format!("process {}: {}", r.round, figure(r.median_ts)),
+                        false => format!("r{} {}", r.round, figure(r.median_ts)),
                     })
                     .collect();
-                let unit = merged_unit(arm, key);
                 noise.push(warnings::rounds_drift(
                     drift,
                     &each,

@@ -351,6 +351,29 @@ fn drift_between_rounds_is_flagged() {
     );
 }
 
+/// A command's figures (a wall time in seconds) keep their digits in the drift warning, as
+/// in its table: 0.0612 s, not 0.06.
+#[test]
+fn a_commands_drift_is_shown_with_its_digits_and_unit() {
+    let timed = |v: f64| BenchRow {
+        unit: Some("s".into()),
+        ..row("m", 512, 0, &[v, v, v])
+    };
+    let s = analyze(&[arm(
+        "stock",
+        Role::Stock,
+        vec![vec![timed(0.0612)], vec![timed(0.0731)]],
+    )])
+    .unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("(r1 0.0612, r2 0.0731 s)")),
+        "{:?}",
+        s.warnings
+    );
+}
+
 #[test]
 fn duplicate_and_empty_arms_are_refused() {
     let a = arm("x", Role::Stock, vec![vec![row("m", 1, 0, &[1.0])]]);

@@ -3,8 +3,8 @@
 //! reported, and the warnings.
 
 use super::{
-    ExportError, Exporter, cell, figures, format_figure, format_half_width, format_host,
-    format_precision, format_speedup, format_speedup_claim, format_ts,
+    ExportError, Exporter, cell, figures, format_half_width, format_host, format_precision,
+    format_speedup, format_speedup_claim, format_ts,
 };
 use crate::analysis::family::{level_text, out_of_reach_text};
 use crate::analysis::interval::{CONFIDENCE_LEVEL, NOISE, percent_text};
@@ -178,7 +178,7 @@ pub fn render(summary: &Summary) -> String {
         let mut cells = vec![row.model.clone(), row.test.clone()];
         for arm in &summary.arm_order {
             cells.push(match cell(summary, i, arm) {
-                Some(s) if fig.command => format_figure(s.median_ts, true),
+                Some(s) if fig.command => crate::format::figure(s.median_ts, true),
                 s => format_ts(s),
             });
         }
@@ -311,9 +311,9 @@ pub fn render(summary: &Summary) -> String {
             let mut cells = vec![
                 row.test.clone(),
                 arm.clone(),
-                format_figure(s.median_ts, fig.command),
-                format_figure(s.min_ts, fig.command),
-                format_figure(s.max_ts, fig.command),
+                crate::format::figure(s.median_ts, fig.command),
+                crate::format::figure(s.min_ts, fig.command),
+                crate::format::figure(s.max_ts, fig.command),
                 s.samples.to_string(),
                 s.rounds.len().to_string(),
                 s.cv.map_or_else(|| "—".into(), |cv| format!("{:.1}%", cv * 100.0)),

@@ -91,20 +91,6 @@ pub fn figures(summary: &Summary) -> Figures {
     }
 }
 
-/// A figure of a table: two decimals for tokens/s, four for a command's value (a wall time of
-/// a fraction of a second keeps its digits); a command's value below 0.001 or from 10^9 up,
-/// which four decimals would show as 0.0000 or as a long row of digits, in scientific notation
-/// with four significant digits (`1.000e308`, `2.500e-7`).
-pub fn format_figure(value: f64, command: bool) -> String {
-    if !command {
-        format!("{value:.2}")
-    } else if value != 0.0 && (value.abs() < 1e-3 || value.abs() >= 1e9) {
-        format!("{value:.3e}")
-    } else {
-        format!("{value:.4}")
-    }
-}
-
 /// A speedup as `11.08×`, or `—` when it cannot be computed.
 pub fn format_speedup(value: Option<f64>) -> String {
     value.map_or_else(|| "—".to_string(), |v| format!("{v:.2}×"))
@@ -212,16 +198,6 @@ pub fn for_schema(schema_version: u32) -> Vec<Box<dyn Exporter>> {
 mod tests {
     use super::*;
     use crate::analysis::interval::{CONFIDENCE_LEVEL, Interval, Paired, Verdict};
-
-    #[test]
-    fn a_commands_tiny_or_huge_value_keeps_its_digits() {
-        assert_eq!(format_figure(0.0123, true), "0.0123");
-        assert_eq!(format_figure(41.237, true), "41.2370");
-        assert_eq!(format_figure(1e-300, true), "1.000e-300");
-        assert_eq!(format_figure(0.00025, true), "2.500e-4");
-        assert_eq!(format_figure(1e308, true), "1.000e308");
-        assert_eq!(format_figure(123.456, false), "123.46");
-    }
 
     fn stats(precision: Option<Paired>) -> ArmStats {
         ArmStats {
