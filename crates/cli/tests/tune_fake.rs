@@ -250,6 +250,95 @@ fn a_planted_faster_setting_wins_is_verified_and_recommended() {
     .unwrap();
     reseal(&out);
     assert_report_refuses(&out, "recommended.toml");
+    std::fs::write(out.join("recommended.toml"), &profile).unwrap();
+    reseal(&out);
+    common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+    forged_tune_bundles_are_refused(&out, label, &verify_dir);
+}
+
+/// Edits of a sealed tune bundle with a winner `label` (verified in `verify_dir`), each under a
+/// regenerated SHA256SUMS, that report refuses (exit code 3) naming what disagrees; `sign`
+/// refuses them too. Each is undone before the next.
+fn forged_tune_bundles_are_refused(out: &Path, label: &str, verify_dir: &Path) {
+    let env_path = out.join("environment.json");
+    let original = read(&env_path);
+    let refused = |message: &str| {
+        reseal(out);
+        assert_report_refuses(out, message);
+        std::fs::write(&env_path, &original).unwrap();
+    };
+    // The winner's verify bundle unsealed, its summary edited: checked all the same.
+    let (inner_sums, inner_summary) = (
+        verify_dir.join("SHA256SUMS"),
+        verify_dir.join("summary.json"),
+    );
+    let (sums_text, summary_text) = (read(&inner_sums), read(&inner_summary));
+    std::fs::remove_file(&inner_sums).unwrap();
+    std::fs::write(
+        &inner_summary,
+        summary_text.replacen("\"ppl\"", "\"ppl_was\"", 1),
+    )
+    .unwrap();
+    reseal(out);
+    assert_report_refuses(out, "verify-");
+    let key = out.parent().unwrap().join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "tester", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (OpenSSH's client) is needed for the signature tests");
+    assert!(made.success());
+    capshim()
+        .arg("sign")
+        .arg(out)
+        .arg("--key")
+        .arg(&key)
+        .assert()
+        .code(3);
+    assert!(!out.join("SHA256SUMS.sig").exists());
+    std::fs::write(&inner_sums, sums_text).unwrap();
+    std::fs::write(&inner_summary, summary_text).unwrap();
+    // The winner's resolved variables (what recommended.toml holds), edited with the
+    // recommendation: its processes never set them.
+    let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let winner = env["tune"]["candidates"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["label"] == label)
+        .unwrap();
+    winner["resolved"]["env"] = serde_json::json!([["BASH_ENV", "/tmp/evil.sh"]]);
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    let recommended = read(&out.join("recommended.toml"));
+    std::fs::write(
+        out.join("recommended.toml"),
+        format!("{recommended}\n[env]\nBASH_ENV = \"/tmp/evil.sh\"\n"),
+    )
+    .unwrap();
+    refused("did not set BASH_ENV=/tmp/evil.sh, which `resolved.env` holds");
+    std::fs::write(out.join("recommended.toml"), &recommended).unwrap();
+    // A setting relabelled as another value of its knob: the catalogue's items differ.
+    let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let setting = env
+        .pointer_mut("/tune/candidates/0/settings/0")
+        .unwrap()
+        .clone();
+    let (knob, value) = (
+        setting["knob"].as_str().unwrap(),
+        setting["value"].as_str().unwrap(),
+    );
+    let other = if value == "1" { "0" } else { "1" };
+    *env.pointer_mut("/tune/candidates/0/settings/0/value")
+        .unwrap() = other.into();
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    refused(&format!("the setting {knob}={other}"));
+    // A process of a candidate dropped from `runs`.
+    let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
+    env["runs"].as_array_mut().unwrap().pop();
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    refused("of its processes, `runs` holds");
+    reseal(out);
+    common::assert_report_reproduces(out, &read(&out.join("report.md")));
 }
 
 #[test]

@@ -48,6 +48,16 @@ pub fn verify_result(dir: &Path, record: &VerifyRecord) -> VerifyResult {
             bundle: record.bundle.clone(),
         };
     }
+    // Only a verify that reached its verdicts (exit 0, or 5 when an arm differs) sealed its
+    // bundle, which `report` then checks (`super::check`); any other run gave no verdict, and
+    // whatever an unsealed bundle's files say is not read.
+    if !matches!(record.exit_code, Some(0 | 5)) {
+        return VerifyResult {
+            label: record.label.clone(),
+            verdict: "failed".to_string(),
+            bundle: record.bundle.clone(),
+        };
+    }
     let path = dir.join(&record.bundle).join("summary.json");
     let verdict = std::fs::read_to_string(&path)
         .ok()

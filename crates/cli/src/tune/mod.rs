@@ -16,10 +16,12 @@
 //! - [`figure`]: a candidate's figure in one round, its log throughput ratio to the reference.
 //! - [`manifest`]: what the derived files come from; [`derive`]: the search replayed, the
 //!   winner decided into [`summary`]; [`render`]: `report.md` and the recommendation profile
-//!   file; [`check`]: `capshim report` on a tune bundle.
+//!   file; [`check`]: `capshim report` on a tune bundle, and [`consistency`]: what it asks of
+//!   the manifest's candidates beyond the replay.
 
 pub mod check;
 pub mod compose;
+pub mod consistency;
 pub mod derive;
 pub mod figure;
 pub mod knobs;
