@@ -336,7 +336,7 @@ fn forged_tune_bundles_are_refused(out: &Path, label: &str, verify_dir: &Path) {
     let mut env: serde_json::Value = serde_json::from_str(&original).unwrap();
     env["runs"].as_array_mut().unwrap().pop();
     std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
-    refused("of its processes, `runs` holds");
+    refused("`runs` holds");
     reseal(out);
     common::assert_report_reproduces(out, &read(&out.join("report.md")));
 }
@@ -674,6 +674,41 @@ fn candidates_keep_the_reference_s_own_settings_and_change_one_thing() {
         env.contains("\"apple9-64k=apple9-64k,bench-args=-fa 0\""),
         "{env}"
     );
+}
+
+/// A candidate that is the reference again (its own -ub 256) is left out, saying so, and so is a
+/// knob whose option is given after `--` for every arm.
+#[test]
+fn the_references_own_setting_and_an_option_after_the_separator_are_not_searched() {
+    let s = setup();
+    let out = s.tmp.path().join("placebo");
+    s.tune_from(
+        &out,
+        "2s",
+        "ref=stock,bench-args=-ub 256,common-args=-ub 256",
+    )
+    .args(["--", "-fa", "1"])
+    .assert()
+    .success()
+    .stderr(predicates::str::contains(
+        "ub-256: ubatch=256 is the reference's own setting; nothing to compare",
+    ))
+    .stderr(predicates::str::contains(
+        "fa-on: -fa is given after `--` (-fa) for every arm, so it is not searched",
+    ));
+    let sum = summary(&out);
+    let labels: Vec<&str> = sum["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert!(
+        !labels.contains(&"ub-256") && !labels.contains(&"fa-on"),
+        "{labels:?}"
+    );
+    // The other knobs are still searched.
+    assert!(labels.len() >= 2, "{labels:?}");
 }
 
 #[test]

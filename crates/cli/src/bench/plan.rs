@@ -193,7 +193,7 @@ pub const REFUSED_ARGS: [(&[&str], &str); 8] = [
 /// llama-bench options whose value may be a comma list (or that may be repeated) to sweep a
 /// setting: each value runs as the same test, so results of several settings share a name. The
 /// test-shaping `-d` (depth) and `-pg` are not here: they give different tests.
-const SWEEP_OPTIONS: &[&[&str]] = &[
+pub const SWEEP_OPTIONS: &[&[&str]] = &[
     &["-t", "--threads"],
     &["-ngl", "--n-gpu-layers"],
     &["-b", "--batch-size"],

@@ -18,7 +18,7 @@ use crate::launch::{Os, preflight};
 use crate::llama::tools;
 use crate::platform::facts;
 use crate::tune::knobs::{self, Candidate, Found, Platform, Workload};
-use crate::tune::manifest::RECOMMENDATION;
+use crate::tune::manifest::{ArmRecord, RECOMMENDATION};
 use crate::tune::plan::{ArmOptions, CommandMode, Plan, Reference, VerifySetup, parse_budget};
 use crate::tune::probe::{Probe, probe};
 use crate::tune::runner;
@@ -295,12 +295,33 @@ fn candidates(
             continue;
         }
         let arm = c.arm_spec(&reference.base).and_then(|spec| {
-            options
-                .resolve(&spec)
-                .and_then(|arm| {
-                    check_arm_args(std::slice::from_ref(&arm), &args.extra).map(|()| arm)
-                })
-                .map_err(|e| e.to_string())
+            let arm = options.resolve(&spec).map_err(|e| e.to_string())?;
+            // An option given after `--` applies to every arm alike: not searched.
+            if let Some((flag, given)) = crate::profile::settings::repeated(
+                &arm.args.bench,
+                &args.extra,
+                crate::bench::plan::SWEEP_OPTIONS,
+            ) {
+                return Err(format!(
+                    "{flag} is given after `--` ({given}) for every arm, so it is not searched; \
+                     to search it, give the reference's value in --reference (bench-args={given} \
+                     ...) instead"
+                ));
+            }
+            check_arm_args(std::slice::from_ref(&arm), &args.extra).map_err(|e| e.to_string())?;
+            // A value the reference already has (its own -t 2) would be the reference again:
+            // a placebo that costs budget and counts against the winner rule's level.
+            if ArmRecord::of(&arm) == ArmRecord::of(&reference.arm) {
+                return Err(format!(
+                    "{} is the reference's own setting; nothing to compare",
+                    c.settings
+                        .iter()
+                        .map(|s| format!("{}={}", s.knob, s.value))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Ok(arm)
         });
         match arm {
             Ok(arm) => out.push((c, arm)),

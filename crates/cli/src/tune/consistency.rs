@@ -8,7 +8,7 @@
 //! - each arm item is in the candidate's resolved arm (its profile, variable or arguments);
 //! - every process of the candidate ran with the resolved arm's variables, the shim variables
 //!   of its profile (none without one) and, for llama-bench, its arguments;
-//! - each candidate ran as many processes as the stages record.
+//! - each arm (the reference, each candidate) ran as many processes as the stages record.
 
 use std::collections::BTreeMap;
 
@@ -46,26 +46,35 @@ pub fn check(manifest: &Manifest, runs: &[RunSeen], catalogue: &Catalogue) -> Re
         let at = format!("tune.candidates[{i}] ({:?})", c.label);
         settings_are_the_catalogues(c, catalogue).map_err(|why| format!("{at}: {why}"))?;
         items_are_resolved(c).map_err(|why| format!("{at}: {why}"))?;
-        let recorded = manifest
-            .stages
-            .iter()
-            .flat_map(|s| &s.rounds)
-            .flat_map(|r| &r.runs)
-            .filter(|r| r.arm == c.label)
-            .count();
-        let ran: Vec<&RunSeen> = runs.iter().filter(|r| r.arm == c.label).collect();
-        if ran.len() != recorded {
-            return Err(format!(
-                "{at}: the stages record {recorded} of its processes, `runs` holds {}",
-                ran.len()
-            ));
-        }
-        for run in ran {
+        for run in runs.iter().filter(|r| r.arm == c.label) {
             ran_as_resolved(&c.resolved, run, manifest.command.is_none())
                 .map_err(|why| format!("{at}: a process of it (`runs`) {why}"))?;
         }
     }
-    Ok(())
+    same_processes(manifest, runs)
+}
+
+/// The stages record as many processes of each arm (the reference's, each candidate's) as
+/// `runs` holds, and `runs` holds no other arm's.
+fn same_processes(manifest: &Manifest, runs: &[RunSeen]) -> Result<(), String> {
+    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in manifest
+        .stages
+        .iter()
+        .flat_map(|s| &s.rounds)
+        .flat_map(|r| &r.runs)
+    {
+        counts.entry(r.arm.as_str()).or_default().0 += 1;
+    }
+    for r in runs {
+        counts.entry(r.arm.as_str()).or_default().1 += 1;
+    }
+    match counts.iter().find(|(_, (staged, ran))| staged != ran) {
+        Some((arm, (staged, ran))) => Err(format!(
+            "the stages (tune.stages) record {staged} processes of the arm {arm:?}, `runs` holds {ran}"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Each setting of `c` is a value of a knob of `catalogue`, with that value's arm items.
