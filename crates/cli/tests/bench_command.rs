@@ -90,6 +90,19 @@ fn a_planted_2x_slowdown_of_one_arm_is_found_by_the_wall_time() {
     assert!(out.join("raw/slow-r8.stdout").is_file() && out.join("raw/stock-r1.stderr").is_file());
     assert!(read(&out.join("results.csv")).contains("command,wall,median_ts,seconds,"));
     assert_report_reproduces(&out, &read(&out.join("report.md")));
+    // The matrix and --llama-json compare llama-bench's tokens/s across machines: a command's
+    // seconds are refused there (exit 2), not shown as tokens/s.
+    for option in ["--matrix", "--llama-json"] {
+        capshim()
+            .args(["report", option])
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "is a `capshim bench --command` bundle: its figures are the command's",
+            ));
+    }
 }
 
 /// A command printing `tokens/s: BASE+n` on its `n`-th run (each arm counting its own runs

@@ -194,6 +194,23 @@ pub fn report(args: &ReportArgs, signers: Option<&Signers>) -> anyhow::Result<Ex
     for dir in &args.bundles {
         let label = dir.display().to_string();
         match open(dir, signers, false)? {
+            // A command's figures (a wall time, a metric) are not llama-bench's tokens/s: a
+            // column of them beside llama-bench's would read as tokens/s.
+            Opened::Bench(manifest, _) if manifest.workload.is_some() => {
+                return Err(UsageError(format!(
+                    "{} is a `capshim bench --command` bundle: its figures are the command's (a \
+                     wall time or a --metric), not llama-bench's tokens/s, which {} compares \
+                     across machines; show it with capshim report {}",
+                    dir.display(),
+                    if args.llama_json {
+                        "--llama-json"
+                    } else {
+                        "--matrix"
+                    },
+                    dir.display()
+                ))
+                .into());
+            }
             Opened::Bench(manifest, _) => {
                 if args.llama_json {
                     llama_results(dir, &manifest, &mut results)?;
