@@ -767,4 +767,33 @@ fn a_candidate_whose_every_run_fails_is_named_in_a_warning_with_keep_going() {
     assert!(read(&out.join("report.md")).contains(warning));
     assert!(stderr.contains(warning), "{stderr}");
     common::assert_report_reproduces(&out, &read(&out.join("report.md")));
+
+    // Every candidate's every run fails (the command exits 3 under the shim's variables): no
+    // result, and not "too few rounds", which a larger budget cannot mend.
+    let all = s.tmp.path().join("all-failing");
+    let assert = capshim()
+        .current_dir(s.tmp.path())
+        .args([
+            "tune",
+            "--command",
+            r#"sleep 0.01; [ -z "$CAPSHIM_APPLE_FAMILY_MAX" ] || exit 3"#,
+        ])
+        .arg("--dylib")
+        .arg(&s.shim)
+        .args(["--allow-inactive", "--reference", "stock", "--budget", "2s"])
+        .arg("--keep-going")
+        .arg("-o")
+        .arg(&all)
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let report = read(&all.join("report.md"));
+    assert!(
+        report.contains("**No result: no candidate gave a figure")
+            && report.contains("A larger --budget would not help")
+            && !report.contains("too few rounds"),
+        "{report}"
+    );
+    assert!(stderr.contains("no candidate gave a figure"), "{stderr}");
+    common::assert_report_reproduces(&all, &report);
 }

@@ -21,9 +21,20 @@ fn ratio(value: Option<f64>) -> String {
 pub fn headline(s: &Summary) -> String {
     match &s.winner {
         Some(w) => format!("winner {w}"),
+        None if nothing_ran(s) => NOTHING_RAN.to_string(),
         None if s.too_few_rounds => too_few(s),
         None => "no setting beats the reference here".to_string(),
     }
+}
+
+/// Why there is no result when no candidate has a round: no more rounds would tell, as no run
+/// of them gave a figure.
+const NOTHING_RAN: &str = "no candidate gave a figure: every one of its runs (or the \
+                           reference's) failed, as the warnings say";
+
+/// Whether no candidate has a paired round (every run failed, or the reference's did).
+fn nothing_ran(s: &Summary) -> bool {
+    s.winner.is_none() && s.candidates.iter().all(|c| c.rounds == 0)
 }
 
 /// `too few rounds to tell (N needed at the XX% level)`.
@@ -54,6 +65,10 @@ pub fn markdown(s: &Summary) -> String {
     ));
     let band = percent_text(s.band);
     out.push_str(&match (&s.winner, &s.verify) {
+        (None, _) if nothing_ran(s) => format!(
+            "**No result: {NOTHING_RAN}.** A larger --budget would not help: fix what made \
+             them fail.\n\n"
+        ),
         (None, _) if s.too_few_rounds => format!(
             "**No result: {}.** No candidate that stayed to the end ran that many rounds, so \
              none has an interval the winner rule could read: this says nothing about whether \
