@@ -272,6 +272,17 @@ fn bad_baselines_are_refused_before_the_first_run() {
         .code(2)
         .stderr(predicate::str::contains("is given twice"));
     // A verify bundle, or any directory that is not a sealed bench bundle, is not a host.
+    let verify = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/bundles/verify1-fake-equivalent");
+    s.bench(&never, 8)
+        .arg("--baseline")
+        .arg(&verify)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "it is a verify bundle, not a bench bundle; give a bench bundle of llama-bench made \
+             on the host",
+        ));
     let empty = s.tmp.path().join("not-a-bundle");
     std::fs::create_dir(&empty).unwrap();
     s.bench(&never, 8)

@@ -160,7 +160,8 @@ pub fn read_source(given: &Path) -> Result<HostSource, BaselineError> {
     bundle::verify(given).map_err(checked)?;
     let header = schema::read_header(given).map_err(checked)?;
     if header.kind != Kind::Bench {
-        return Err(bad(format!(
+        // Whether it passes its own check is beside the point: it is no host.
+        return Err(not_host(&format!(
             "it is a {} bundle, not a bench bundle",
             header.kind.name()
         )));

@@ -156,7 +156,8 @@ pub fn markdown(s: &Summary) -> String {
                 )
             } else {
                 format!(
-                    "- `{}`: {} (`capshim report {}`)\n",
+                    "- `{}`: {} (its verify bundle, inside this one: `capshim report \
+                     BUNDLE_DIR/{}`)\n",
                     v.label, v.verdict, v.bundle
                 )
             });
