@@ -386,6 +386,36 @@ fn an_arm_whose_shim_did_not_activate_is_not_run_unless_allowed() {
             "compared anyway (--allow-inactive)",
         ));
     assert_eq!(summary(&out)["arms"]["apple9-64k"]["verdict"], "equivalent");
+
+    // Relabelled as an arm without the shim (whose activation is then never read), its
+    // processes' record still showing the shim's variables: refused, naming the field.
+    let env_path = out.join("environment.json");
+    let mut env: serde_json::Value = serde_json::from_str(&read(&env_path)).unwrap();
+    let arms = env["verify"]["arms"].as_array_mut().unwrap();
+    let arm = arms.iter_mut().find(|a| a["name"] == "apple9-64k").unwrap();
+    arm["shim"] = false.into();
+    for step in arm["steps"].as_array_mut().unwrap() {
+        step["status"] = serde_json::Value::Null;
+    }
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    common::reseal(&out);
+    common::assert_report_refuses(
+        &out,
+        "verify.arms[1] (\"apple9-64k\"): `shim` is false, but `arms` records its profile values",
+    );
+    // A process's arguments after `--` edited in the manifest alone.
+    let mut env: serde_json::Value = serde_json::from_str(&read(&env_path)).unwrap();
+    let arm = env["verify"]["arms"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|a| a["name"] == "apple9-64k")
+        .unwrap();
+    arm["shim"] = true.into();
+    env["verify"]["extra_args"] = serde_json::json!(["-ngl", "99"]);
+    std::fs::write(&env_path, serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    common::reseal(&out);
+    common::assert_report_refuses(&out, "did not run with the arm's `args` and `extra_args`");
 }
 
 /// `verify --sign` seals through the same code as `bench --sign`: the signature checks.

@@ -58,6 +58,11 @@ pub fn check(dir: &Path, schema: u32) -> Result<(String, String), BundleError> {
         )));
     }
     let summary = derive::derive(dir, &manifest, schema).map_err(|e| bundle_error(dir, e))?;
+    // After the derivation, whose own refusals name what it found first.
+    super::consistency::check(&manifest, &text).map_err(|why| BundleError::BadManifest {
+        file: path.clone(),
+        why,
+    })?;
     let summary_json = serde_json::to_string_pretty(&summary).expect("a summary serializes") + "\n";
     let markdown = render::markdown(&summary);
     let files = [("summary.json", summary_json), ("report.md", markdown)];

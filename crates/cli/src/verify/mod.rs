@@ -16,10 +16,12 @@
 //! - [`seal`]: `summary.json` ([`summary`]), `report.md` ([`render`]), `environment.json`
 //!   ([`record`]) and `SHA256SUMS`.
 //! - [`base`]: the saved logits and the description capshim writes beside them.
-//! - [`manifest`]: what a bundle's derived files come from; [`check`]: `capshim report` on it.
+//! - [`manifest`]: what a bundle's derived files come from; [`check`]: `capshim report` on it,
+//!   and [`consistency`]: what it asks of the manifest beyond the derivation.
 
 pub mod base;
 pub mod check;
+pub mod consistency;
 pub mod derive;
 pub mod manifest;
 pub mod plan;
