@@ -1253,6 +1253,12 @@ fn an_arms_common_args_reach_its_common_tools_only() {
     );
     assert!(summary(&out)["arms"]["stock"].get("args").is_none());
     assert!(read(&out.join("report.md")).contains("common-args: -fa on"));
+    // So are the arguments after `--`, which every arm ran with.
+    assert_eq!(summary(&out)["extra_args"], serde_json::json!(["-t", "2"]));
+    assert!(
+        read(&out.join("report.md"))
+            .contains("Every arm's llama-perplexity and llama-completion ran with: `-t 2`.")
+    );
     capshim().arg("report").arg(&out).assert().success();
     s.verify(&s.tmp.path().join("never"))
         .args(["--arm", "x=apple9-64k,common-args=-c 64"])

@@ -58,7 +58,7 @@ bundle is left unsealed with an INCOMPLETE note.
 
 Exit codes:
   0    every compared arm is equivalent (or only the reference ran, with --save-base)
-  5    at least one arm is different
+  5    at least one arm is different (also when another arm was not run, which the report names)
   1    error (a tool missing, failing or printing no result, the text too short, the reference's
        shim inactive, bundle exists, a --sign key that cannot sign here, the model, text or base
        changed during the steps, signing failed: the bundle is then sealed, unsigned), or an arm was not run (its shim did not activate; with

@@ -430,6 +430,11 @@ pub fn derive(dir: &Path, manifest: &Manifest, schema: u32) -> Result<Summary, D
             tokens: sc.tokens(),
         }),
         thresholds: manifest.thresholds,
+        extra_args: if schema >= 6 {
+            manifest.extra_args.clone()
+        } else {
+            Vec::new()
+        },
         base: manifest.base.clone(),
         arms,
         warnings,

@@ -52,6 +52,13 @@ pub fn markdown(s: &Summary) -> String {
     if let Some(ppl) = s.reference_ppl {
         let _ = writeln!(out, "Reference perplexity: {ppl:.4}.");
     }
+    if !s.extra_args.is_empty() {
+        let _ = writeln!(
+            out,
+            "Every arm's llama-perplexity and llama-completion ran with: `{}`.",
+            s.extra_args.join(" ")
+        );
+    }
     out.push('\n');
     let header: Vec<String> = [
         "arm",

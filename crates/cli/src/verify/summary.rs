@@ -148,6 +148,11 @@ pub struct Summary {
     pub scored: Option<ScoredSummary>,
     /// The limits of `equivalent`.
     pub thresholds: Thresholds,
+    /// Layout 6: the arguments given after `--`, which every arm's llama-perplexity and
+    /// llama-completion ran with (`-ngl 0` moves the whole model to the CPU, so they belong
+    /// beside the verdicts); absent when none, and in layout 1, which did not show them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
     /// The base used or written.
     pub base: Option<BaseRecord>,
     /// Every arm, the reference first (a JSON object keyed by label, in that order).
