@@ -102,7 +102,17 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, ProfileArgsError>
         return Err(bad("apple_family_max is missing".to_string()));
     }
     Ok(Parsed {
-        name: file.name,
+        name: match file.name {
+            // The name is printed (explain, run, bench, the reports): a control character
+            // there could move the cursor or recolour a terminal.
+            Some(name) if name.chars().any(char::is_control) => {
+                return Err(bad(format!(
+                    "name = {name:?} holds a control character; give a name of printable \
+                     characters"
+                )));
+            }
+            name => name,
+        },
         fields,
         env: read_env(&file.env).map_err(bad)?,
         args: read_args(&file.args).map_err(bad)?,
@@ -133,6 +143,12 @@ fn read_env(table: &toml::Table) -> Result<Vec<(String, String)>, String> {
                 ));
             }
         };
+        // A process's environment is C strings: a NUL could not be passed on.
+        if value.contains('\0') {
+            return Err(format!(
+                "[env] {name} holds a NUL character, which no environment variable can; remove it"
+            ));
+        }
         env.push((name.clone(), value));
     }
     Ok(env)
@@ -309,6 +325,9 @@ mod tests {
             ("[args]\nbench = \"-ot 'x\"", "left open"),
             ("[args]\nbench = [1]", "must be a string"),
             ("[flags]\nx = 1", "unknown field"),
+            ("[env]\nA = \"x\\u0000y\"", "A holds a NUL character"),
+            ("name = \"a\\nb\"", "holds a control character"),
+            ("name = \"\\u001b[31mRED\"", "holds a control character"),
         ] {
             let err = parse(path, &format!("apple_family_max = 1007\n{text}"))
                 .unwrap_err()
