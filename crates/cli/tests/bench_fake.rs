@@ -1694,6 +1694,7 @@ fn an_arms_bench_args_and_profile_file_settings_reach_its_llama_bench_only() {
             "option --threads repeats -t",
         ),
         ("x=stock,bench-args=-p 8", "\"-p\" is refused"),
+        ("x=stock,bench-args=-hf user/model", "\"-hf\" is refused"),
         ("x=stock,bench-args=-d 512", "-d is refused"),
     ] {
         s.bench(&s.tmp.path().join("never"))

@@ -727,6 +727,15 @@ fn usage_errors_exit_2_before_anything_runs() {
             "--min-top1 99 must be a fraction from 0 to 1",
         ),
         (&["--", "-c", "256"][..], "\"-c\" after `--` is refused"),
+        // A download would replace the model capshim hashed.
+        (
+            &["--", "-hf", "user/model"][..],
+            "\"-hf\" after `--` is refused",
+        ),
+        (
+            &["--arm", "x=stock,common-args=-mu http://x/m.gguf"][..],
+            "the llama.cpp option \"-mu\" is refused",
+        ),
         (
             &[
                 "--arm",

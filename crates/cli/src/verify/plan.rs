@@ -36,8 +36,22 @@ pub const DEFAULT_PROMPT: &str = "The weather station stands on a low hill about
 pub const DEFAULT_KERNEL_DEVICE: &str = "MTL0";
 
 /// Options capshim sets itself or that change what the tools print; refused after `--`.
-pub const REFUSED_ARGS: [(&[&str], &str); 10] = [
+pub const REFUSED_ARGS: [(&[&str], &str); 11] = [
     (&["-m", "--model"], "give the model with capshim's -m"),
+    (
+        &[
+            "-mu",
+            "--model-url",
+            "-hf",
+            "-hfr",
+            "--hf-repo",
+            "-hff",
+            "--hf-file",
+            "-dr",
+            "--docker-repo",
+        ],
+        "download the model first and give it with -m, so its checksum is recorded",
+    ),
     (
         &["-f", "--file", "-bf", "--binary-file"],
         "give the text with --text",
