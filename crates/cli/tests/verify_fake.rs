@@ -489,6 +489,22 @@ fn another_arm_can_be_the_reference() {
 #[test]
 fn a_base_saved_elsewhere_is_the_reference_of_every_arm() {
     let s = setup();
+    // A base into a folder that does not exist, or into the bundle itself: usage errors
+    // before anything runs.
+    let never = s.tmp.path().join("never");
+    s.verify(&never)
+        .arg("--save-base")
+        .arg(s.tmp.path().join("no-such-folder/host.kld"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no-such-folder does not exist"));
+    s.verify(&never)
+        .arg("--save-base")
+        .arg(never.join("host.kld"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is inside the bundle directory"));
+    assert!(!never.exists());
     let base = s.tmp.path().join("host.kld");
     s.verify(&s.tmp.path().join("host"))
         .arg("--save-base")

@@ -1,7 +1,7 @@
 //! `capshim verify`: does a profile keep llama.cpp's results right? Every arm against the
 //! reference, into an evidence bundle with a verdict per arm.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -236,6 +236,29 @@ fn plan(args: VerifyArgs) -> anyhow::Result<(Plan, ExperimentArgs)> {
         (None, None) => Reference::Arm(0),
     };
     if let Some(path) = &args.save_base {
+        // Its folder must exist before llama-perplexity is asked to write there, and it must
+        // not be the bundle's: the base (tens of MB) is kept beside bundles, never in one.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        if let Some(out) = &args.output {
+            let out = std::path::absolute(out).unwrap_or_else(|_| out.clone());
+            if absolute.starts_with(&out) {
+                return Err(usage(format!(
+                    "--save-base {} is inside the bundle directory {}: a base is kept beside \
+                     bundles, not sealed into one; give a path outside it",
+                    path.display(),
+                    out.display()
+                )));
+            }
+        }
+        let folder = absolute.parent().unwrap_or(Path::new("/"));
+        if !folder.is_dir() {
+            return Err(usage(format!(
+                "--save-base {}: the folder {} does not exist; create it first or give another \
+                 path",
+                path.display(),
+                folder.display()
+            )));
+        }
         for file in [path.clone(), base::sidecar_path(path)] {
             if file.exists() {
                 bail!(
