@@ -298,6 +298,13 @@ fn without_a_metal_device_kernels_skip_and_the_activation_still_counts() {
     assert_eq!(report.checks[0].check.summary, "not checked: no probe");
     assert_eq!(report.counts.skip, 5);
     assert_eq!(report.exit_code, 0);
+    // Exit 0, but the last line does not read as a pass.
+    assert!(
+        render::text(&report, false)
+            .contains("0 ok, 0 fail, 5 skip: nothing was checked, so no claim is shown to hold"),
+        "{}",
+        render::text(&report, false)
+    );
 }
 
 #[test]
