@@ -446,6 +446,35 @@ fn llama_bench_options_and_options_without_their_partner_are_refused() {
     }
 }
 
+/// `capshim bench --command COMMAND` with `args` (the output directory among them), started
+/// in `dir` with stdout discarded and stderr to `stderr` (discarded without one), returned once
+/// the command has written a process id into `pid_file`, with that id.
+fn started(
+    dir: &Path,
+    command: &str,
+    args: &[&std::ffi::OsStr],
+    pid_file: &Path,
+    stderr: Option<&Path>,
+) -> (std::process::Child, String) {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
+        .current_dir(dir)
+        .args(["bench", "--command", command])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr.map_or_else(std::process::Stdio::null, |path| {
+            std::fs::File::create(path).unwrap().into()
+        }))
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !pid_file.is_file() || read(pid_file).trim().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 500, "the command never started");
+    }
+    (child, read(pid_file).trim().to_string())
+}
+
 #[test]
 fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
     let tmp = tempfile::tempdir().unwrap();
@@ -453,30 +482,14 @@ fn a_signal_reaches_every_process_of_the_command_and_stops_the_bench() {
     let pid_file = tmp.path().join("sleeper.pid");
     // The shell starts a child that outlives it unless the whole group gets the signal.
     let command = format!(r#"sleep 30 & echo $! > "{}"; wait"#, pid_file.display());
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
-        .current_dir(tmp.path())
-        .args([
-            "bench",
-            "--command",
-            &command,
-            "--rounds",
-            "6",
-            "--arm",
-            "x=stock",
-            "-o",
-        ])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut waited = 0;
-    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        waited += 1;
-        assert!(waited < 500, "the command never started");
-    }
-    let sleeper = read(&pid_file).trim().to_string();
+    let args = ["--rounds", "6", "--arm", "x=stock", "-o"].map(std::ffi::OsStr::new);
+    let (mut child, sleeper) = started(
+        tmp.path(),
+        &command,
+        &[&args[..], &[out.as_os_str()]].concat(),
+        &pid_file,
+        None,
+    );
     let kill = |args: &[&str]| {
         std::process::Command::new("kill")
             .args(args)
@@ -524,21 +537,14 @@ fn a_command_that_ignores_sigterm_is_killed_after_a_grace_or_a_second_signal() {
             r#"trap '' TERM; sleep 60 & echo $! > "{}"; wait"#,
             pid_file.display()
         );
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
-            .current_dir(tmp.path())
-            .args(["bench", "--command", &command, "--rounds", "6", "-o"])
-            .arg(&out)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut waited = 0;
-        while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            waited += 1;
-            assert!(waited < 500, "the command never started");
-        }
-        let sleeper = read(&pid_file).trim().to_string();
+        let args = ["--rounds", "6", "-o"].map(std::ffi::OsStr::new);
+        let (mut child, sleeper) = started(
+            tmp.path(),
+            &command,
+            &[&args[..], &[out.as_os_str()]].concat(),
+            &pid_file,
+            Some(&log),
+        );
         let term = || {
             std::process::Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
@@ -707,21 +713,14 @@ fn a_signal_ends_a_run_whose_child_is_stopped_and_the_child_with_it() {
         r#"sh -c 'echo $$ > "{}"; kill -STOP $$'; echo done"#,
         pid_file.display()
     );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capshim"))
-        .current_dir(tmp.path())
-        .args(["bench", "--command", &command, "--rounds", "2", "-o"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut waited = 0;
-    while !pid_file.is_file() || read(&pid_file).trim().is_empty() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        waited += 1;
-        assert!(waited < 500, "the command never started");
-    }
-    let stopped = read(&pid_file).trim().to_string();
+    let args = ["--rounds", "2", "-o"].map(std::ffi::OsStr::new);
+    let (mut child, stopped) = started(
+        tmp.path(),
+        &command,
+        &[&args[..], &[out.as_os_str()]].concat(),
+        &pid_file,
+        None,
+    );
     let is_stopped = || {
         std::process::Command::new("sh")
             .arg("-c")
@@ -730,6 +729,7 @@ fn a_signal_ends_a_run_whose_child_is_stopped_and_the_child_with_it() {
             .unwrap()
             .success()
     };
+    let mut waited = 0;
     while !is_stopped() {
         std::thread::sleep(std::time::Duration::from_millis(20));
         waited += 1;

@@ -134,6 +134,12 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// Whether `words` holds `part` as consecutive words (an empty `part` always): how an arm's or
+/// a profile's arguments appear in the argument vector a tool ran with.
+pub fn holds_words(words: &[String], part: &[String]) -> bool {
+    part.is_empty() || words.windows(part.len()).any(|w| w == part)
+}
+
 /// The option names in `args`: each word starting with `-` and a letter (so `-1` is a value),
 /// up to any `=`.
 pub fn options(args: &[String]) -> impl Iterator<Item = &str> {

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::knobs::Catalogue;
 use super::manifest::{ArmRecord, CandidateRecord, Manifest};
 use crate::arms::spec;
+use crate::profile::settings::holds_words;
 
 /// A process as `environment.json`'s `runs` records it: the fields checked here.
 #[derive(Debug, Deserialize)]
@@ -99,11 +100,6 @@ fn settings_are_the_catalogues(c: &CandidateRecord, catalogue: &Catalogue) -> Re
     Ok(())
 }
 
-/// Whether `words` holds `part` as consecutive words (an empty `part` always).
-fn holds(words: &[String], part: &[String]) -> bool {
-    part.is_empty() || words.windows(part.len()).any(|w| w == part)
-}
-
 /// Each arm item of `c`'s settings is in its resolved arm.
 fn items_are_resolved(c: &CandidateRecord) -> Result<(), String> {
     let r = &c.resolved;
@@ -113,9 +109,9 @@ fn items_are_resolved(c: &CandidateRecord) -> Result<(), String> {
                 .map_err(|e| format!("the setting {}'s item {item:?}: {e}", s.text()))?;
             let applied = parsed.name.as_ref().is_none_or(|n| *n == r.profile_name)
                 && parsed.env.iter().all(|pair| r.env.contains(pair))
-                && holds(&r.bench_args, &parsed.args.bench)
-                && holds(&r.common_args, &parsed.args.common)
-                && holds(&r.command_args, &parsed.args.command);
+                && holds_words(&r.bench_args, &parsed.args.bench)
+                && holds_words(&r.common_args, &parsed.args.common)
+                && holds_words(&r.command_args, &parsed.args.command);
             if !applied {
                 return Err(format!(
                     "the setting {}'s item {item:?} is not in its resolved arm (`resolved`)",
@@ -159,7 +155,7 @@ fn ran_as_resolved(r: &ArmRecord, run: &RunSeen, llama: bool) -> Result<(), Stri
             }
         }
     }
-    if llama && !holds(&run.argv, &r.bench_args) {
+    if llama && !holds_words(&run.argv, &r.bench_args) {
         return Err(format!(
             "did not run with `resolved.bench_args` {:?}",
             r.bench_args

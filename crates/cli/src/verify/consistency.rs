@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::manifest::{Manifest, ManifestArm, Step};
+use crate::profile::settings::holds_words;
 
 /// An arm as `environment.json`'s `arms` records it: the fields checked here.
 #[derive(Debug, Deserialize)]
@@ -64,11 +65,6 @@ struct EnvSeen {
 struct Record {
     arms: Vec<ArmSeen>,
     steps: Vec<StepSeen>,
-}
-
-/// Whether `words` holds `part` as consecutive words (an empty `part` always).
-fn holds(words: &[String], part: &[String]) -> bool {
-    part.is_empty() || words.windows(part.len()).any(|w| w == part)
 }
 
 /// Checks `manifest` against `environment_json` (the whole file's text).
@@ -155,7 +151,7 @@ fn ran_as(
             return Err(format!("did not set {k}={v}"));
         }
     }
-    if p.step != Step::Kernels && !(holds(&p.argv, &m.args) && holds(&p.argv, extra)) {
+    if p.step != Step::Kernels && !(holds_words(&p.argv, &m.args) && holds_words(&p.argv, extra)) {
         return Err("did not run with the arm's `args` and `extra_args`".to_string());
     }
     Ok(())
