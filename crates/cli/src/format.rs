@@ -67,10 +67,10 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// A figure of a table or a warning: two decimals for tokens/s, four for a command's value (a wall time of
-/// a fraction of a second keeps its digits); a command's value below 0.001 or from 10^9 up,
-/// which four decimals would show as 0.0000 or as a long row of digits, in scientific notation
-/// with four significant digits (`1.000e308`, `2.500e-7`).
+/// A figure of a table or a warning: two decimals for tokens/s, four for a command's value (a
+/// wall time of a fraction of a second keeps its digits); a command's value below 0.001 or from
+/// 10^9 up, which four decimals would show as 0.0000 or as a long row of digits, in scientific
+/// notation with four significant digits (`1.000e308`, `2.500e-7`).
 pub fn figure(value: f64, command: bool) -> String {
     if !command {
         format!("{value:.2}")

@@ -1,7 +1,9 @@
 //! What every experiment's `environment.json` records the same way: its header (layout,
 //! kind, capshim's version, start and end, the machine) and each process it ran.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::machine::{self, Machine};
 use crate::bundle::time;
@@ -79,5 +81,22 @@ impl<W> Process<W> {
             started_utc: time::iso(finished.started),
             failed: None,
         }
+    }
+}
+
+/// A process's environment change as `environment.json` records it ([`EnvChange`]), read back
+/// by `capshim report` to check a manifest against what ran: the variables set.
+#[derive(Debug, Deserialize)]
+pub struct EnvSeen {
+    /// The variables set, name to value.
+    pub set: BTreeMap<String, String>,
+}
+
+impl EnvSeen {
+    /// The first of `pairs` (name, value) that this change did not set to that value.
+    pub fn first_unset<'a>(&self, pairs: &'a [(String, String)]) -> Option<&'a (String, String)> {
+        pairs
+            .iter()
+            .find(|(name, value)| self.set.get(name) != Some(value))
     }
 }

@@ -367,7 +367,6 @@ impl ProfileArgs {
     }
 }
 
-/// Checks the values with the shim's own environment parser.
 /// Checks the text of a profile file as `--profile-file` reads it (its fields, `[env]` and
 /// `[args]`, and its values as the shim would take them), without the machine's sanity checks
 /// (which depend on the chip): what `capshim report` asks of a tune bundle's recommendation.
@@ -380,6 +379,7 @@ pub fn check_file_text(path: &std::path::Path, text: &str) -> Result<(), Profile
     validate(file::parse(path, text)?.fields).map(|_| ())
 }
 
+/// Checks the values with the shim's own environment parser.
 fn validate(fields: Fields) -> Result<Profile, ProfileArgsError> {
     let mut vars: Vec<(&str, String)> = Vec::new();
     if let Some(v) = fields.family_max {

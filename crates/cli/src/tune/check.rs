@@ -29,6 +29,10 @@ pub fn check(dir: &Path) -> Result<(String, String), BundleError> {
             ),
         });
     }
+    let bad_manifest = |why: String| BundleError::BadManifest {
+        file: dir.join("environment.json"),
+        why,
+    };
     // A verify that reached its verdicts (exit 0 or 5) sealed its bundle: checked, and refused
     // when unsealed, whatever else its files say. Any other verify's verdict is `failed` and its
     // files are not read ([`derive::verify_result`]).
@@ -40,26 +44,16 @@ pub fn check(dir: &Path) -> Result<(String, String), BundleError> {
             // Exit 0: every arm verify compared was equivalent, this candidate among them.
             let verdict = derive::verify_result(dir, v).verdict;
             if v.exit_code == Some(0) && verdict != "equivalent" {
-                return Err(BundleError::BadManifest {
-                    file: dir.join("environment.json"),
-                    why: format!(
-                        "tune.verify: the verify of {:?} is recorded as exiting 0 (every arm \
-                         equivalent), but its bundle {} says {verdict:?}",
-                        v.label, v.bundle
-                    ),
-                });
+                return Err(bad_manifest(format!(
+                    "tune.verify: the verify of {:?} is recorded as exiting 0 (every arm \
+                     equivalent), but its bundle {} says {verdict:?}",
+                    v.label, v.bundle
+                )));
             }
         }
     }
-    let bad_manifest = |why: String| BundleError::BadManifest {
-        file: dir.join("environment.json"),
-        why,
-    };
     let derived = derive::derive(dir, &manifest).map_err(|e: DeriveError| match e {
-        DeriveError::Manifest(why) => BundleError::BadManifest {
-            file: dir.join("environment.json"),
-            why,
-        },
+        DeriveError::Manifest(why) => bad_manifest(why),
         DeriveError::NoResult { .. } => BundleError::BadRaw {
             path: dir.to_path_buf(),
             why: e.to_string(),

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::knobs::Catalogue;
 use super::manifest::{ArmRecord, CandidateRecord, Manifest};
 use crate::arms::spec;
+use crate::experiment::record::EnvSeen;
 use crate::profile::settings::holds_words;
 
 /// A process as `environment.json`'s `runs` records it: the fields checked here.
@@ -28,13 +29,6 @@ pub struct RunSeen {
     pub argv: Vec<String>,
     /// The environment change.
     pub env: EnvSeen,
-}
-
-/// An environment change as recorded: the variables set (an object, name to value).
-#[derive(Debug, Deserialize)]
-pub struct EnvSeen {
-    /// The variables set.
-    pub set: BTreeMap<String, String>,
 }
 
 /// Checks every candidate of `manifest` against `catalogue` and the processes `runs`.
@@ -126,12 +120,10 @@ fn items_are_resolved(c: &CandidateRecord) -> Result<(), String> {
 /// Whether `run` ran with `r`'s variables, its profile's shim variables (none without a
 /// profile) and, for llama-bench (`llama`), its arguments; what differs, if not.
 fn ran_as_resolved(r: &ArmRecord, run: &RunSeen, llama: bool) -> Result<(), String> {
-    for (name, value) in &r.env {
-        if run.env.set.get(name) != Some(value) {
-            return Err(format!(
-                "did not set {name}={value}, which `resolved.env` holds"
-            ));
-        }
+    if let Some((name, value)) = run.env.first_unset(&r.env) {
+        return Err(format!(
+            "did not set {name}={value}, which `resolved.env` holds"
+        ));
     }
     let profile = r.apple_family_max.map(|family| capshim_profile::Profile {
         apple_family_max: family,

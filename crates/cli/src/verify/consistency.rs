@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::manifest::{Manifest, ManifestArm, Step};
+use crate::experiment::record::EnvSeen;
 use crate::profile::settings::holds_words;
 
 /// An arm as `environment.json`'s `arms` records it: the fields checked here.
@@ -52,12 +53,6 @@ struct StepSeen {
     step: Step,
     argv: Vec<String>,
     env: EnvSeen,
-}
-
-/// An environment change as recorded.
-#[derive(Debug, Deserialize)]
-struct EnvSeen {
-    set: BTreeMap<String, String>,
 }
 
 /// The record `check` compares the manifest with.
@@ -146,10 +141,8 @@ fn ran_as(
     if !m.shim && set.is_some() {
         return Err(format!("set {name}, but the arm has no shim"));
     }
-    for (k, v) in &m.env {
-        if p.env.set.get(k) != Some(v) {
-            return Err(format!("did not set {k}={v}"));
-        }
+    if let Some((k, v)) = p.env.first_unset(&m.env) {
+        return Err(format!("did not set {k}={v}"));
     }
     if p.step != Step::Kernels && !(holds_words(&p.argv, &m.args) && holds_words(&p.argv, extra)) {
         return Err("did not run with the arm's `args` and `extra_args`".to_string());

@@ -79,8 +79,9 @@ bundle's stock and host arms (no percent of host when its bundle has no host arm
 ratio of medians and its spread, no interval and no verdict. --matrix puts bench and verify
 bundles of many machines in one table (rows machine × model, columns arm × test, speedups only
 within a bundle); --llama-json prints their llama-bench results for compare-llama-bench.py
-(docs/report.md); neither takes a bench --command bundle, whose figures are not tokens/s. A verify or tune bundle's report (summary.json with --json),
-or a selftest bundle's (checks.json with --json), is printed on its own.
+(docs/report.md); neither takes a bench --command bundle, whose figures are not tokens/s. A
+verify or tune bundle's report (summary.json with --json), or a selftest bundle's (checks.json
+with --json), is printed on its own.
 
 Exit codes:
   0  the report was printed
