@@ -26,8 +26,8 @@ fn after_help() -> String {
     format!(
         "\
 Arms: `stock` (no shim) and one per --arm / --profile (default: native, the host chip's own answers,
-where the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the first
-published experiment's profile, with a note saying why). `LABEL=` names an arm, e.g.
+where the chip is known from this machine's CPU brand or --cpu-brand; elsewhere apple9-64k, the
+first published experiment's profile, with a note saying why). `LABEL=` names an arm, e.g.
 `--profile again=stock` adds a second stock arm for an A/A check; an arm is a named profile, a
 profile file or explicit values, plus llama.cpp variables for that arm only, e.g.
 `--arm apple9-nobf16=apple9-64k,GGML_METAL_BF16_DISABLE=1` (docs/verify.md has the grammar).
@@ -62,7 +62,8 @@ how many rounds are needed. The main table prints e.g. `7.20× [7.13 7.26] faste
 estimate, its interval, the verdict): faster or slower only when the whole interval lies beyond the
 ±{band}% noise band, `no measurable difference` when it lies within it, `inconclusive` otherwise.
 Each arm's line gives the half-width (±%) and, when wider than ±{band}%, about how many rounds would
-bring it within. More rounds narrow the interval; more -r barely does. docs/bench.md derives the method and gives A/A figures.
+bring it within. More rounds narrow the interval; more -r barely does. docs/bench.md derives the
+method and gives A/A figures.
 --cooldown SECONDS pauses between one process and the next (recorded in environment.json), the
 remedy to try when the report warns of carry-over.
 
@@ -136,9 +137,9 @@ Exit codes:
 Examples:
   capshim bench -m tinyllama-1.1b-q4_k_m.gguf -- -t 8 -ngl 99
   capshim bench -m model.gguf --baseline host.json --rounds 12 -o evidence-m1-ultra
-  capshim bench -m model.gguf --baseline host-bench-bundle -o evidence-vs-host   # host processes: its stock arm
+  capshim bench -m model.gguf --baseline host-bundle -o vs-host   # the host bundle's stock arm
   capshim bench -m model.gguf --profile again=stock   # A/A check: expect no difference
-  capshim bench -m model.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
+  capshim bench -m m.gguf --arm fa1=native,bench-args='-fa 1' --arm fa0=native,bench-args='-fa 0'
   capshim bench -m model.gguf --rounds 30 -o evidence-precise   # a narrower interval
   capshim bench -m model.gguf --sign ~/.ssh/id_ed25519 -o evidence-signed
   capshim bench --command 'python3 gen.py' --metric 'tokens/s: ([0-9.]+)' --unit tokens/s --warmup 1

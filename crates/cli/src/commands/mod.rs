@@ -116,3 +116,28 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tune(args) => tune::execute(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The help's prose is wrapped by hand at 100 columns, the width clap wraps to when stdout
+    /// is no terminal: a longer line is wrapped again, leaving a word alone on a line or an
+    /// example broken mid-argument.
+    #[test]
+    fn help_texts_fit_in_100_columns() {
+        let mut long = Vec::new();
+        for sub in Cli::command().get_subcommands() {
+            let texts = [sub.get_after_help(), sub.get_after_long_help()];
+            for text in texts.into_iter().flatten() {
+                for line in text.to_string().lines() {
+                    if line.chars().count() > 100 {
+                        long.push(format!("{}: {line}", sub.get_name()));
+                    }
+                }
+            }
+        }
+        assert!(long.is_empty(), "{}", long.join("\n"));
+    }
+}

@@ -60,8 +60,8 @@ library (xattr -d com.apple.quarantine FILE), setuid/setgid or otherwise restric
 programs without the com.apple.security.cs.allow-dyld-environment-variables entitlement or
 with library validation (a framework Python's launcher is checked with the Python.app
 interpreter it re-execs), Ollama's own app and release archive and LM Studio (each refusal
-names the way that works, e.g. Homebrew's ollama), and, while System Integrity Protection is on, programs
-under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
+names the way that works, e.g. Homebrew's ollama), and, while System Integrity Protection is on,
+programs under /bin, /sbin, /usr/bin, /usr/sbin, /usr/libexec, /usr/lib, /System and scripts run by
 them (dyld strips DYLD_INSERT_LIBRARIES there). With SIP off, DYLD_INSERT_LIBRARIES reaches
 Apple's own programs, which are arm64e, and dyld terminates them because the library is arm64
 only. The guard library prevents that in every process that loaded it: before it starts such a

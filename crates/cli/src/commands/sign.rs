@@ -18,8 +18,8 @@ and changes nothing else: an OpenSSH signature (the SSHSIG format git uses for c
 SHA256SUMS in the namespace capshim-bundle, made by OpenSSH's `ssh-keygen -Y sign` (on PATH).
 The bundle is checked first as `capshim report` checks it (checksums, a layout this capshim
 derives, derived files); a bundle that is not trustworthy, or whose kind or schema_version this
-capshim does not derive again, is never signed. `capshim bench --sign KEYFILE` and `capshim verify --sign
-KEYFILE` sign when they seal.
+capshim does not derive again, is never signed. `capshim bench --sign KEYFILE` and `capshim
+verify --sign KEYFILE` sign when they seal.
 
 KEYFILE is an OpenSSH private key (ssh-keygen asks for its passphrase, if any), or the public key
 (.pub) of a key held by ssh-agent. Readers check the signature with `capshim report

@@ -37,7 +37,8 @@ How: successive halving in rounds. Each round runs the reference and every candi
 race once each, as fresh llama-bench processes, in an order drawn at random for that round; a
 candidate's figure in a round is the log of its throughput over the reference's in the same round
 (the geometric mean over llama-bench's tests, -p and -n). Every candidate gets a first stage of the
-rounds an interval needs at the winner's level (9 for 7 to 12 candidates); the better half by the Hodges-Lehmann estimate goes on with more rounds, and so on.
+rounds an interval needs at the winner's level (9 for 7 to 12 candidates); the better half by the
+Hodges-Lehmann estimate goes on with more rounds, and so on.
 A winner must beat the reference by an interval wholly above the +2% band, at the level
 1 - 0.05/m for m candidates, which needs 9 rounds for 7 to 12 candidates (2/2^n <= 0.05/m);
 otherwise the result is `no setting beats the reference here`, or `too few rounds to tell` when no
@@ -62,8 +63,9 @@ Output: the report on stdout (Markdown, or summary.json with --json), progress o
 evidence bundle that is never overwritten: raw/<arm>-r<round>.json (.stdout for a command) and
 .stderr per process, the verify bundles, environment.json (the machine, the files' checksums,
 every arm and command line, the budget, the knobs left out, the manifest), and derived from them
-summary.json, report.md and, with a winner, recommended.toml (a profile file: `capshim run --profile-file
-recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify), then SHA256SUMS.
+summary.json, report.md and, with a winner, recommended.toml (a profile file: `capshim run
+--profile-file recommended.toml -- CMD`, or an arm `file=recommended.toml` for bench and verify),
+then SHA256SUMS.
 `capshim report BUNDLE_DIR` checks it and derives it again. A signal (Ctrl-C, SIGTERM, SIGHUP) is
 passed on to the running tool (SIGKILL after 10 s or a second signal); the bundle is left unsealed
 with an INCOMPLETE note.

@@ -53,16 +53,17 @@ builds. Output: the report on stdout (Markdown, or summary.json with --json), pr
 and an evidence bundle that is never overwritten: raw/<arm>-<step>.stdout, .stderr and
 .status.jsonl, environment.json (with the manifest), and derived from them summary.json and
 report.md, then SHA256SUMS (and, with --sign KEYFILE, SHA256SUMS.sig: docs/bundles.md says what
-each proves). `capshim report BUNDLE` checks and shows it again. A signal (Ctrl-C, SIGTERM, SIGHUP) stops the running tool; the
-bundle is left unsealed with an INCOMPLETE note.
+each proves). `capshim report BUNDLE` checks and shows it again. A signal (Ctrl-C, SIGTERM,
+SIGHUP) stops the running tool; the bundle is left unsealed with an INCOMPLETE note.
 
 Exit codes:
   0    every compared arm is equivalent (or only the reference ran, with --save-base)
   5    at least one arm is different (also when another arm was not run, which the report names)
   1    error (a tool missing, failing or printing no result, the text too short, the reference's
        shim inactive, bundle exists, a --sign key that cannot sign here, the model, text or base
-       changed during the steps, signing failed: the bundle is then sealed, unsigned), or an arm was not run (its shim did not activate; with
-       --keep-going, a step of it failed, or the reference failed and nothing was compared)
+       changed during the steps, signing failed: the bundle is then sealed, unsigned), or an arm
+       was not run (its shim did not activate; with --keep-going, a step of it failed, or the
+       reference failed and nothing was compared)
   2    bad command line (also: bad or duplicate arm labels, --reference naming no arm, -ngl after
        `--` with an arm that sets LLAMA_ARG_N_GPU_LAYERS)
   129  stopped by SIGHUP, 130 by SIGINT, 143 by SIGTERM (the bundle is unfinished)

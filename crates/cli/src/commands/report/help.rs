@@ -97,9 +97,9 @@ Exit codes:
      unfinished (no SHA256SUMS: the run that wrote it was interrupted or failed; its INCOMPLETE
      note says why), or a derived file is not what its raw files derive to (SHA256SUMS
      regenerated after an edit), or a --command bundle's two copies of its workload in
-     environment.json disagree (`workload` and `bundle.workload`), or its kind or schema_version is not a layout this capshim
-     derives again (without --as-written), or, with --allowed-signers, its signature is
-     missing or bad
+     environment.json disagree (`workload` and `bundle.workload`), or its kind or schema_version
+     is not a layout this capshim derives again (without --as-written), or, with
+     --allowed-signers, its signature is missing or bad
   4  shown, but not a complete verified bundle: --as-written printed a bundle whose derived
      files were not derived again, or --partial the completed rounds of an unfinished bench
 
@@ -110,5 +110,5 @@ Examples:
   capshim report bundle-m1 bundle-m2 --csv
   capshim report --matrix bundle-m1 bundle-m4 verify-m1 --csv
   capshim report --llama-json bundle-m1 > arms.json
-  capshim report --allowed-signers allowed_signers --identity me@example.com capshim-bench-20261130-210000
+  capshim report --allowed-signers allowed_signers --identity me@example.com bundle-m1
 ";
